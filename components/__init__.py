@@ -1,0 +1,1 @@
+"""OpenMDAO components wrapping workbench responses (see issue: OpenMDAO components)."""

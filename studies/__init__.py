@@ -1,0 +1,1 @@
+"""Optimisation studies built on the workbench."""

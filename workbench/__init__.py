@@ -1,0 +1,12 @@
+"""workbench: semi-recursive Matrix-R multibody dynamics with exact design sensitivities."""
+
+from .errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFiniteError,
+                     SimulationError, SingularConfigurationError, UnitError, UnknownNameError,
+                     WorkbenchError)
+from .model import Model, TimeFunction
+from .simulate import SimulationResult, simulate
+
+__all__ = ["Model", "TimeFunction", "simulate", "SimulationResult", "WorkbenchError",
+           "ModelError", "UnknownNameError", "UnitError", "SimulationError", "AssemblyError",
+           "SingularConfigurationError", "NewtonConvergenceError", "NonFiniteError"]
+__version__ = "0.1.0"

@@ -1,0 +1,1038 @@
+"""Numba kernels of the semi-recursive formulation (private, array-only).
+
+Conventions (see ``shared/notes/seeds-000-002.md`` §0 and seed 001 §2):
+
+* Frames are the nodes of the kinematic tree.  Every 1-DOF primitive joint (revolute,
+  prismatic) or fixed connection creates one frame; multi-DOF joints are chains of
+  massless auxiliary frames.  Parents precede children in the arrays.
+* ``A[f]`` is the rotation of frame ``f`` (local -> global), ``r[f]`` its origin, which lies
+  on the joint axis for a revolute joint.  ``u[f]`` is the global joint axis.
+* SR-II / RTdyn1 (reference point = global origin): the Cartesian velocity of frame ``f`` is
+  ``Z_f = [sdot; omega]`` where ``sdot`` is the velocity of the material point of the frame
+  that is instantaneously at the global origin.  Accelerations use the *material*
+  convention throughout (``Zd_f`` is the material acceleration of that point).
+* SR-I / RTdyn0 (reference point = centre of mass): velocities are referred to the centre
+  of mass of the body attached to the frame (or the frame origin for massless frames).
+
+All routines work on flat arrays, take a :class:`~workbench._arrays.ModelArrays` tuple
+``ma`` and the field vector ``p`` (usually ``ma.p``), and never call back into Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
+                      FIXED, PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP,
+                      TF_STEPS)
+
+# ----------------------------------------------------------------------------------------
+# small vector helpers
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _cross(a, b, out):
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+
+
+@njit(cache=True)
+def cross(a, b):
+    out = np.empty(3)
+    _cross(a, b, out)
+    return out
+
+
+@njit(cache=True)
+def rot_axis(a, q):
+    """Rotation matrix of angle ``q`` about unit axis ``a`` (Rodrigues)."""
+    c = np.cos(q)
+    s = np.sin(q)
+    v = 1.0 - c
+    R = np.empty((3, 3))
+    R[0, 0] = c + a[0] * a[0] * v
+    R[0, 1] = a[0] * a[1] * v - a[2] * s
+    R[0, 2] = a[0] * a[2] * v + a[1] * s
+    R[1, 0] = a[1] * a[0] * v + a[2] * s
+    R[1, 1] = c + a[1] * a[1] * v
+    R[1, 2] = a[1] * a[2] * v - a[0] * s
+    R[2, 0] = a[2] * a[0] * v - a[1] * s
+    R[2, 1] = a[2] * a[1] * v + a[0] * s
+    R[2, 2] = c + a[2] * a[2] * v
+    return R
+
+
+@njit(cache=True)
+def time_function(ma, k, t):
+    """Value, first and second time derivative of time function ``k`` at ``t``."""
+    kind = ma.tf_kind[k]
+    c = ma.tf_par[k]
+    if kind == TF_CONST:
+        return c[0], 0.0, 0.0
+    if kind == TF_POLY:
+        f = 0.0
+        fd = 0.0
+        fdd = 0.0
+        for i in range(c.shape[0] - 1, -1, -1):
+            fdd = fdd * t + 2.0 * fd
+            fd = fd * t + f
+            f = f * t + c[i]
+        return f, fd, fdd
+    if kind == TF_SINE:
+        # amplitude, omega, phase, offset, t_start
+        if t < c[4]:
+            return c[3] + c[0] * np.sin(c[2]), 0.0, 0.0
+        arg = c[1] * (t - c[4]) + c[2]
+        return (c[3] + c[0] * np.sin(arg), c[0] * c[1] * np.cos(arg),
+                -c[0] * c[1] * c[1] * np.sin(arg))
+    if kind == TF_SMOOTHSTEP:
+        return _smoothstep(c[0], c[1], c[2], c[3], t)
+    if kind == TF_STEPS:
+        # c[0] = number of steps; then (t0, t1, dy) triples, value starts at c[1]
+        nst = int(c[0])
+        f = c[1]
+        fd = 0.0
+        fdd = 0.0
+        for i in range(nst):
+            a, ad, add = _smoothstep(c[2 + 3 * i], c[3 + 3 * i], 0.0, c[4 + 3 * i], t)
+            f += a
+            fd += ad
+            fdd += add
+        return f, fd, fdd
+    return 0.0, 0.0, 0.0
+
+
+@njit(cache=True)
+def _smoothstep(t0, t1, y0, y1, t):
+    """Quintic (C2) transition from y0 at t0 to y1 at t1."""
+    if t <= t0:
+        return y0, 0.0, 0.0
+    if t >= t1:
+        return y1, 0.0, 0.0
+    T = t1 - t0
+    s = (t - t0) / T
+    dy = y1 - y0
+    f = y0 + dy * s * s * s * (10.0 - 15.0 * s + 6.0 * s * s)
+    fd = dy * 30.0 * s * s * (1.0 - s) * (1.0 - s) / T
+    fdd = dy * 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / (T * T)
+    return f, fd, fdd
+
+
+# ----------------------------------------------------------------------------------------
+# position kinematics
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def frame_positions(ma, p, z, A, r, u):
+    """Forward position recursion (seed 002 §2.2, position level).
+
+    Revolute: ``A_f = A_p Rot(a, z) C``, ``r_f = r_p + A_p s``;
+    prismatic: ``A_f = A_p C``, ``r_f = r_p + A_p (s + a z)``; fixed: ``A_f = A_p C``.
+    ``s`` (the joint location in the parent frame) is read from the field vector.
+    """
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        o = ma.fr_off[f]
+        s0 = p[o]
+        s1 = p[o + 1]
+        s2 = p[o + 2]
+        a = ma.fr_axis[f]
+        typ = ma.fr_type[f]
+        q = 0.0
+        if ma.fr_coord[f] >= 0:
+            q = z[ma.fr_coord[f]]
+        if typ == PRISMATIC:
+            s0 += a[0] * q
+            s1 += a[1] * q
+            s2 += a[2] * q
+        if par < 0:
+            Ap = np.eye(3)
+            for i in range(3):
+                r[f, i] = 0.0
+        else:
+            Ap = A[par]
+            for i in range(3):
+                r[f, i] = r[par, i]
+        for i in range(3):
+            r[f, i] += Ap[i, 0] * s0 + Ap[i, 1] * s1 + Ap[i, 2] * s2
+            u[f, i] = Ap[i, 0] * a[0] + Ap[i, 1] * a[1] + Ap[i, 2] * a[2]
+        if typ == REVOLUTE:
+            Rl = rot_axis(a, q) @ ma.fr_C[f]
+        else:
+            Rl = ma.fr_C[f]
+        A[f] = Ap @ Rl
+
+
+@njit(cache=True)
+def body_local_point(ma, p, b, fld):
+    """Coordinates, in the frame of body ``b``'s tree node, of the body point stored at ``fld``."""
+    o = ma.b_org[b]
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = p[o + i] + p[fld + i]
+    return out
+
+
+@njit(cache=True)
+def to_global(A, r, f, x, out):
+    for i in range(3):
+        out[i] = r[f, i] + A[f, i, 0] * x[0] + A[f, i, 1] * x[1] + A[f, i, 2] * x[2]
+
+
+@njit(cache=True)
+def point_position(ma, p, A, r, k, out):
+    """Global position of model point ``k``."""
+    b = ma.pt_body[k]
+    fld = ma.pt_fld[k]
+    if b < 0:
+        for i in range(3):
+            out[i] = p[fld + i]
+        return
+    x = body_local_point(ma, p, b, fld)
+    to_global(A, r, ma.b_frame[b], x, out)
+
+
+@njit(cache=True)
+def vector_global(ma, A, k, out):
+    b = ma.vc_body[k]
+    v = ma.vc_val[k]
+    if b < 0:
+        for i in range(3):
+            out[i] = v[i]
+        return
+    f = ma.b_frame[b]
+    for i in range(3):
+        out[i] = A[f, i, 0] * v[0] + A[f, i, 1] * v[1] + A[f, i, 2] * v[2]
+
+
+@njit(cache=True)
+def body_inertia(ma, p, A, r, b, g, JG):
+    """Mass, global centre of mass ``g`` and global centroidal inertia ``JG`` of body ``b``."""
+    m = p[ma.b_mass[b]]
+    x = body_local_point(ma, p, b, ma.b_com[b])
+    f = ma.b_frame[b]
+    to_global(A, r, f, x, g)
+    k = ma.b_inr[b]
+    Jl = np.empty((3, 3))
+    Jl[0, 0] = p[k]
+    Jl[1, 1] = p[k + 1]
+    Jl[2, 2] = p[k + 2]
+    Jl[0, 1] = Jl[1, 0] = p[k + 3]
+    Jl[0, 2] = Jl[2, 0] = p[k + 4]
+    Jl[1, 2] = Jl[2, 1] = p[k + 5]
+    JG[:, :] = A[f] @ Jl @ A[f].T
+    return m
+
+
+# ----------------------------------------------------------------------------------------
+# SR-II (global-origin reference) velocity and acceleration recursions
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def joint_columns(ma, r, u, bcol):
+    """Joint twist columns ``b_f`` (seed 002 §2.2): revolute ``[r x u; u]``, prismatic ``[u; 0]``."""
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            bcol[f, 0] = r[f, 1] * u[f, 2] - r[f, 2] * u[f, 1]
+            bcol[f, 1] = r[f, 2] * u[f, 0] - r[f, 0] * u[f, 2]
+            bcol[f, 2] = r[f, 0] * u[f, 1] - r[f, 1] * u[f, 0]
+            bcol[f, 3] = u[f, 0]
+            bcol[f, 4] = u[f, 1]
+            bcol[f, 5] = u[f, 2]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                bcol[f, i] = u[f, i]
+                bcol[f, 3 + i] = 0.0
+        else:
+            for i in range(6):
+                bcol[f, i] = 0.0
+
+
+@njit(cache=True)
+def frame_velocities(ma, zd, bcol, Z):
+    """``Z_f = Z_parent + b_f zdot_f`` (seed 002 eq. 3)."""
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q = zd[c] if c >= 0 else 0.0
+        for i in range(6):
+            Z[f, i] = (Z[par, i] if par >= 0 else 0.0) + bcol[f, i] * q
+
+
+@njit(cache=True)
+def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
+    """``Zd_f = Zd_parent + b_f zddot_f + d_f`` with the material-convention ``d_f``
+    (seed 002 eq. 4; ``d`` rebuilt in the notes §2.2).
+
+    Revolute: ``d = [zd r x (w_p x u) + (W_p W_p - W_f W_f) r ; zd (w_p x u)]``;
+    prismatic: ``d = [2 zd (w_p x u); 0]``.
+    """
+    nf = ma.fr_parent.shape[0]
+    wpu = np.empty(3)
+    tmp = np.empty(3)
+    tmp2 = np.empty(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q1 = zd[c] if c >= 0 else 0.0
+        q2 = zdd[c] if c >= 0 else 0.0
+        for i in range(6):
+            Zd[f, i] = (Zd[par, i] if par >= 0 else 0.0) + bcol[f, i] * q2
+        if par < 0 or c < 0:
+            continue
+        wp = Z[par, 3:6]
+        _cross(wp, u[f], wpu)
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            rf = r[f]
+            wf = Z[f, 3:6]
+            _cross(rf, wpu, tmp)
+            for i in range(3):
+                Zd[f, i] += q1 * tmp[i]
+                Zd[f, 3 + i] += q1 * wpu[i]
+            # (Wp Wp - Wf Wf) r
+            _cross(wp, rf, tmp)
+            _cross(wp, tmp, tmp2)
+            for i in range(3):
+                Zd[f, i] += tmp2[i]
+            _cross(wf, rf, tmp)
+            _cross(wf, tmp, tmp2)
+            for i in range(3):
+                Zd[f, i] -= tmp2[i]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                Zd[f, i] += 2.0 * q1 * wpu[i]
+
+
+@njit(cache=True)
+def point_kinematics(ma, p, A, r, Z, Zd, k, x, v, a):
+    """Position, velocity and material acceleration of model point ``k`` (SR-II)."""
+    point_position(ma, p, A, r, k, x)
+    b = ma.pt_body[k]
+    if b < 0:
+        for i in range(3):
+            v[i] = 0.0
+            a[i] = 0.0
+        return
+    f = ma.b_frame[b]
+    w = Z[f, 3:6]
+    wd = Zd[f, 3:6]
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    _cross(w, x, t1)
+    for i in range(3):
+        v[i] = Z[f, i] + t1[i]
+    _cross(w, t1, t2)
+    _cross(wd, x, t1)
+    for i in range(3):
+        a[i] = Zd[f, i] + t1[i] + t2[i]
+
+
+@njit(cache=True)
+def vector_kinematics(ma, A, Z, Zd, k, e, ed, edd):
+    vector_global(ma, A, k, e)
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            ed[i] = 0.0
+            edd[i] = 0.0
+        return
+    f = ma.b_frame[b]
+    w = Z[f, 3:6]
+    wd = Zd[f, 3:6]
+    t1 = np.empty(3)
+    _cross(w, e, ed)
+    _cross(w, ed, t1)
+    _cross(wd, e, edd)
+    for i in range(3):
+        edd[i] += t1[i]
+
+
+@njit(cache=True)
+def point_jacobian(ma, p, A, r, bcol, k, J):
+    """3 x n Jacobian of model point ``k`` with respect to the joint coordinates:
+    column ``j`` is ``[I, -x~] b_j`` for every joint on the path to the point."""
+    J[:, :] = 0.0
+    b = ma.pt_body[k]
+    if b < 0:
+        return
+    x = np.empty(3)
+    point_position(ma, p, A, r, k, x)
+    f = ma.b_frame[b]
+    while f >= 0:
+        c = ma.fr_coord[f]
+        if c >= 0:
+            J[0, c] += bcol[f, 0] + bcol[f, 4] * x[2] - bcol[f, 5] * x[1]
+            J[1, c] += bcol[f, 1] + bcol[f, 5] * x[0] - bcol[f, 3] * x[2]
+            J[2, c] += bcol[f, 2] + bcol[f, 3] * x[1] - bcol[f, 4] * x[0]
+        f = ma.fr_parent[f]
+
+
+@njit(cache=True)
+def vector_jacobian(ma, A, bcol, k, J):
+    J[:, :] = 0.0
+    b = ma.vc_body[k]
+    if b < 0:
+        return
+    e = np.empty(3)
+    vector_global(ma, A, k, e)
+    f = ma.b_frame[b]
+    while f >= 0:
+        c = ma.fr_coord[f]
+        if c >= 0:
+            J[0, c] += bcol[f, 4] * e[2] - bcol[f, 5] * e[1]
+            J[1, c] += bcol[f, 5] * e[0] - bcol[f, 3] * e[2]
+            J[2, c] += bcol[f, 3] * e[1] - bcol[f, 4] * e[0]
+        f = ma.fr_parent[f]
+
+
+# ----------------------------------------------------------------------------------------
+# constraints
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
+    """Closure constraints at position (level 0), velocity (1) or acceleration (2) level.
+
+    Level 1 returns ``Phi_z zdot + Phi_t``; level 2 returns ``Phi_z zddot + dPhi_z/dt zdot +
+    Phi_tt`` evaluated with the accelerations in ``Zd`` (so with ``zddot = 0`` it is
+    ``-c`` of seed 001 eq. 21).
+    """
+    nc = ma.c_type.shape[0]
+    x1 = np.empty(3)
+    v1 = np.empty(3)
+    a1 = np.empty(3)
+    x2 = np.empty(3)
+    v2 = np.empty(3)
+    a2 = np.empty(3)
+    e1 = np.empty(3)
+    ed1 = np.empty(3)
+    edd1 = np.empty(3)
+    e2 = np.empty(3)
+    ed2 = np.empty(3)
+    edd2 = np.empty(3)
+    for k in range(nc):
+        typ = ma.c_type[k]
+        ci = ma.c_i[k]
+        if typ == C_PTCOMP:
+            point_kinematics(ma, p, A, r, Z, Zd, ci[0], x1, v1, a1)
+            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x2, v2, a2)
+            j = ci[2]
+            if level == 0:
+                out[k] = x1[j] - x2[j]
+            elif level == 1:
+                out[k] = v1[j] - v2[j]
+            else:
+                out[k] = a1[j] - a2[j]
+        elif typ == C_DOTVV:
+            vector_kinematics(ma, A, Z, Zd, ci[0], e1, ed1, edd1)
+            vector_kinematics(ma, A, Z, Zd, ci[1], e2, ed2, edd2)
+            s = 0.0
+            for i in range(3):
+                if level == 0:
+                    s += e1[i] * e2[i]
+                elif level == 1:
+                    s += ed1[i] * e2[i] + e1[i] * ed2[i]
+                else:
+                    s += edd1[i] * e2[i] + 2.0 * ed1[i] * ed2[i] + e1[i] * edd2[i]
+            out[k] = s
+        elif typ == C_DOTVP:
+            vector_kinematics(ma, A, Z, Zd, ci[0], e1, ed1, edd1)
+            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x1, v1, a1)
+            point_kinematics(ma, p, A, r, Z, Zd, ci[2], x2, v2, a2)
+            s = 0.0
+            for i in range(3):
+                d = x2[i] - x1[i]
+                dd = v2[i] - v1[i]
+                ddd = a2[i] - a1[i]
+                if level == 0:
+                    s += e1[i] * d
+                elif level == 1:
+                    s += ed1[i] * d + e1[i] * dd
+                else:
+                    s += edd1[i] * d + 2.0 * ed1[i] * dd + e1[i] * ddd
+            out[k] = s
+        elif typ == C_DIST:
+            point_kinematics(ma, p, A, r, Z, Zd, ci[0], x1, v1, a1)
+            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x2, v2, a2)
+            L = p[ma.c_fld[k]]
+            s = 0.0
+            for i in range(3):
+                d = x2[i] - x1[i]
+                dd = v2[i] - v1[i]
+                ddd = a2[i] - a1[i]
+                if level == 0:
+                    s += d * d
+                elif level == 1:
+                    s += 2.0 * d * dd
+                else:
+                    s += 2.0 * dd * dd + 2.0 * d * ddd
+            if level == 0:
+                s -= L * L
+            out[k] = s
+        elif typ == C_DRIVE:
+            f, fd, fdd = time_function(ma, ci[1], t)
+            j = ci[0]
+            if level == 0:
+                out[k] = z[j] - f
+            elif level == 1:
+                out[k] = zd[j] - fd
+            else:
+                out[k] = zdd[j] - fdd
+
+
+@njit(cache=True)
+def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
+    """``Phi_z`` (m x n), built from point and vector Jacobians by the chain rule."""
+    nc = ma.c_type.shape[0]
+    Jc[:, :] = 0.0
+    J1 = np.empty((3, n))
+    J2 = np.empty((3, n))
+    Je = np.empty((3, n))
+    x1 = np.empty(3)
+    x2 = np.empty(3)
+    e1 = np.empty(3)
+    e2 = np.empty(3)
+    for k in range(nc):
+        typ = ma.c_type[k]
+        ci = ma.c_i[k]
+        if typ == C_PTCOMP:
+            point_jacobian(ma, p, A, r, bcol, ci[0], J1)
+            point_jacobian(ma, p, A, r, bcol, ci[1], J2)
+            j = ci[2]
+            for c in range(n):
+                Jc[k, c] = J1[j, c] - J2[j, c]
+        elif typ == C_DOTVV:
+            vector_global(ma, A, ci[0], e1)
+            vector_global(ma, A, ci[1], e2)
+            vector_jacobian(ma, A, bcol, ci[0], J1)
+            vector_jacobian(ma, A, bcol, ci[1], J2)
+            for c in range(n):
+                Jc[k, c] = (J1[0, c] * e2[0] + J1[1, c] * e2[1] + J1[2, c] * e2[2]
+                            + J2[0, c] * e1[0] + J2[1, c] * e1[1] + J2[2, c] * e1[2])
+        elif typ == C_DOTVP:
+            vector_global(ma, A, ci[0], e1)
+            vector_jacobian(ma, A, bcol, ci[0], Je)
+            point_position(ma, p, A, r, ci[1], x1)
+            point_position(ma, p, A, r, ci[2], x2)
+            point_jacobian(ma, p, A, r, bcol, ci[1], J1)
+            point_jacobian(ma, p, A, r, bcol, ci[2], J2)
+            for c in range(n):
+                s = 0.0
+                for i in range(3):
+                    s += Je[i, c] * (x2[i] - x1[i]) + e1[i] * (J2[i, c] - J1[i, c])
+                Jc[k, c] = s
+        elif typ == C_DIST:
+            point_position(ma, p, A, r, ci[0], x1)
+            point_position(ma, p, A, r, ci[1], x2)
+            point_jacobian(ma, p, A, r, bcol, ci[0], J1)
+            point_jacobian(ma, p, A, r, bcol, ci[1], J2)
+            for c in range(n):
+                s = 0.0
+                for i in range(3):
+                    s += 2.0 * (x2[i] - x1[i]) * (J2[i, c] - J1[i, c])
+                Jc[k, c] = s
+        elif typ == C_DRIVE:
+            Jc[k, ci[0]] = 1.0
+
+
+@njit(cache=True)
+def dof_values(ma, p, A, r, Z, Zd, z, zd, zdd, out_h, out_hd, out_hdd):
+    """Values of the degrees of freedom ``h(z)``, their rates and accelerations (seed 001 eq. 12)."""
+    nd = ma.dof_type.shape[0]
+    x = np.empty(3)
+    v = np.empty(3)
+    a = np.empty(3)
+    for k in range(nd):
+        if ma.dof_type[k] == DOF_COORD:
+            c = ma.dof_i[k, 0]
+            out_h[k] = z[c]
+            out_hd[k] = zd[c]
+            out_hdd[k] = zdd[c]
+        else:
+            point_kinematics(ma, p, A, r, Z, Zd, ma.dof_i[k, 0], x, v, a)
+            j = ma.dof_i[k, 1]
+            out_h[k] = x[j]
+            out_hd[k] = v[j]
+            out_hdd[k] = a[j]
+
+
+@njit(cache=True)
+def dof_jacobian(ma, p, A, r, bcol, n, Bm):
+    """``B = h_z`` (d x n): unit rows for relative-coordinate DOF, point-Jacobian rows otherwise."""
+    nd = ma.dof_type.shape[0]
+    Bm[:, :] = 0.0
+    J = np.empty((3, n))
+    for k in range(nd):
+        if ma.dof_type[k] == DOF_COORD:
+            Bm[k, ma.dof_i[k, 0]] = 1.0
+        else:
+            point_jacobian(ma, p, A, r, bcol, ma.dof_i[k, 0], J)
+            for c in range(n):
+                Bm[k, c] = J[ma.dof_i[k, 1], c]
+
+
+# ----------------------------------------------------------------------------------------
+# applied forces
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _add_point_force(ma, fb, nb_, b, x, F):
+    if b < 0:
+        return
+    for i in range(3):
+        fb[b, i] += F[i]
+    nb_[b, 0] += x[1] * F[2] - x[2] * F[1]
+    nb_[b, 1] += x[2] * F[0] - x[0] * F[2]
+    nb_[b, 2] += x[0] * F[1] - x[1] * F[0]
+
+
+@njit(cache=True)
+def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
+    """External loads: per body the resultant force ``fb`` and moment about the global
+    origin ``nb_``; joint spring-dampers as generalised forces ``Qj``.
+
+    Returns the potential energy of gravity and springs (used for energy checks).
+    """
+    nbod = ma.b_frame.shape[0]
+    fb[:, :] = 0.0
+    nb_[:, :] = 0.0
+    Qj[:] = 0.0
+    V = 0.0
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    grav = ma.gravity
+    for b in range(nbod):
+        m = body_inertia(ma, p, A, r, b, g, JG)
+        F = m * grav
+        _add_point_force(ma, fb, nb_, b, g, F)
+        V -= m * (grav[0] * g[0] + grav[1] * g[1] + grav[2] * g[2])
+    x1 = np.empty(3)
+    v1 = np.empty(3)
+    a1 = np.empty(3)
+    x2 = np.empty(3)
+    v2 = np.empty(3)
+    a2 = np.empty(3)
+    Fv = np.empty(3)
+    for s in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s, 0]
+        k2 = ma.sp_pt[s, 1]
+        point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+        point_kinematics(ma, p, A, r, Z, Zd, k2, x2, v2, a2)
+        L = 0.0
+        for i in range(3):
+            L += (x2[i] - x1[i]) ** 2
+        L = np.sqrt(L)
+        Ld = 0.0
+        for i in range(3):
+            Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
+        Ld /= L
+        k = p[ma.sp_k[s]]
+        c = p[ma.sp_c[s]]
+        L0 = p[ma.sp_L0[s]]
+        T = k * (L - L0) + c * Ld
+        V += 0.5 * k * (L - L0) ** 2
+        for i in range(3):
+            Fv[i] = T * (x2[i] - x1[i]) / L
+        _add_point_force(ma, fb, nb_, ma.pt_body[k1], x1, Fv)
+        for i in range(3):
+            Fv[i] = -Fv[i]
+        _add_point_force(ma, fb, nb_, ma.pt_body[k2], x2, Fv)
+    for s in range(ma.js_coord.shape[0]):
+        c_ = ma.js_coord[s]
+        k = p[ma.js_k[s]]
+        dz = z[c_] - p[ma.js_z0[s]]
+        Qj[c_] += -k * dz - p[ma.js_c[s]] * zd[c_]
+        V += 0.5 * k * dz * dz
+    for s in range(ma.af_type.shape[0]):
+        f, fd, fdd = time_function(ma, ma.af_tf[s], t)
+        d = ma.af_dir[s]
+        if ma.af_type[s] == AF_FORCE:
+            k1 = ma.af_idx[s]
+            point_position(ma, p, A, r, k1, x1)
+            for i in range(3):
+                Fv[i] = f * d[i]
+            _add_point_force(ma, fb, nb_, ma.pt_body[k1], x1, Fv)
+        else:
+            b = ma.af_idx[s]
+            for i in range(3):
+                nb_[b, i] += f * d[i]
+    return V
+
+
+# ----------------------------------------------------------------------------------------
+# inverse dynamics and mass matrix, SR-II (reference point: global origin, RTdyn1)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def body_origin_inertia(m, g, JG, Mb):
+    """6x6 Cartesian inertia of a body referred to the global origin (notes §2.3):
+    ``[[m I, -m g~], [m g~, J_G - m g~ g~]]``."""
+    Mb[:, :] = 0.0
+    for i in range(3):
+        Mb[i, i] = m
+    gt = np.zeros((3, 3))
+    gt[0, 1] = -g[2]
+    gt[0, 2] = g[1]
+    gt[1, 0] = g[2]
+    gt[1, 2] = -g[0]
+    gt[2, 0] = -g[1]
+    gt[2, 1] = g[0]
+    for i in range(3):
+        for j in range(3):
+            Mb[i, 3 + j] = -m * gt[i, j]
+            Mb[3 + i, j] = m * gt[i, j]
+    Jb = JG - m * (gt @ gt)
+    for i in range(3):
+        for j in range(3):
+            Mb[3 + i, 3 + j] = Jb[i, j]
+
+
+@njit(cache=True)
+def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
+    """Generalised residual ``tau = M(z) zdd - Q(z, zd)`` by the SR-II recursion.
+
+    Body residual (notes §2.3): ``F_b = Mbar_b Zd_f + [m W W g; W Jbar w] - [f; n_O]``;
+    backward accumulation ``F^S_f = F_f + sum_children F^S_c``; ``tau_f = b_f . F^S_f``.
+    """
+    nf = ma.fr_parent.shape[0]
+    Fs = np.zeros((nf, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    Mb = np.empty((6, 6))
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b < 0:
+            continue
+        m = body_inertia(ma, p, A, r, b, g, JG)
+        body_origin_inertia(m, g, JG, Mb)
+        for i in range(6):
+            s = 0.0
+            for j in range(6):
+                s += Mb[i, j] * Zd[f, j]
+            Fs[f, i] = s
+        w = Z[f, 3:6]
+        _cross(w, g, t1)
+        _cross(w, t1, t2)
+        for i in range(3):
+            Fs[f, i] += m * t2[i] - fb[b, i]
+        Jw = Mb[3:6, 3:6] @ w
+        _cross(w, Jw, t1)
+        for i in range(3):
+            Fs[f, 3 + i] += t1[i] - nb_[b, i]
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += bcol[f, i] * Fs[f, i]
+            tau[c] = s - Qj[c]
+        if par >= 0:
+            for i in range(6):
+                Fs[par, i] += Fs[f, i]
+
+
+@njit(cache=True)
+def mass_matrix_origin(ma, p, A, r, bcol, n, M):
+    """Mass matrix ``M^d = R_d^T T^T Mbar T R_d`` by composite inertias (notes §2.4):
+    ``M_jk = b_j^T M^S_k b_k`` for ``j`` an ancestor of (or equal to) ``k``."""
+    nf = ma.fr_parent.shape[0]
+    Mc = np.zeros((nf, 6, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    Mb = np.empty((6, 6))
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b >= 0:
+            m = body_inertia(ma, p, A, r, b, g, JG)
+            body_origin_inertia(m, g, JG, Mb)
+            Mc[f] += Mb
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        if par >= 0:
+            Mc[par] += Mc[f]
+    M[:, :] = 0.0
+    w = np.empty(6)
+    for f in range(nf):
+        ck = ma.fr_coord[f]
+        if ck < 0:
+            continue
+        for i in range(6):
+            s = 0.0
+            for j in range(6):
+                s += Mc[f, i, j] * bcol[f, j]
+            w[i] = s
+        a = f
+        while a >= 0:
+            cj = ma.fr_coord[a]
+            if cj >= 0:
+                s = 0.0
+                for i in range(6):
+                    s += bcol[a, i] * w[i]
+                M[cj, ck] = s
+                M[ck, cj] = s
+            a = ma.fr_parent[a]
+
+
+# ----------------------------------------------------------------------------------------
+# SR-I (reference point: centre of mass of each body, RTdyn0)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def reference_points(ma, p, A, r, P):
+    """Reference point of every frame: the centre of mass of its body, else its origin."""
+    nf = ma.fr_parent.shape[0]
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b >= 0:
+            body_inertia(ma, p, A, r, b, g, JG)
+            for i in range(3):
+                P[f, i] = g[i]
+        else:
+            for i in range(3):
+                P[f, i] = r[f, i]
+
+
+@njit(cache=True)
+def com_columns(ma, r, u, P, bv):
+    """Joint columns referred to the frame's reference point (seed 001 eq. 1a, ``b^v``):
+    revolute ``[u x (P_f - r_f); u]``, prismatic ``[u; 0]``."""
+    nf = ma.fr_parent.shape[0]
+    d = np.empty(3)
+    t = np.empty(3)
+    for f in range(nf):
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            for i in range(3):
+                d[i] = P[f, i] - r[f, i]
+            _cross(u[f], d, t)
+            for i in range(3):
+                bv[f, i] = t[i]
+                bv[f, 3 + i] = u[f, i]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                bv[f, i] = u[f, i]
+                bv[f, 3 + i] = 0.0
+        else:
+            for i in range(6):
+                bv[f, i] = 0.0
+
+
+@njit(cache=True)
+def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
+    """SR-I velocity/acceleration recursion (seed 001 eqs. 1a-1e) at reference points:
+    ``V_f = B_f V_p + b^v_f zd``, ``Vd_f = B_f Vd_p + b^v_f zdd + d^v_f``."""
+    nf = ma.fr_parent.shape[0]
+    dPP = np.empty(3)
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    wpu = np.empty(3)
+    dPr = np.empty(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q1 = zd[c] if c >= 0 else 0.0
+        q2 = zdd[c] if c >= 0 else 0.0
+        for i in range(6):
+            V[f, i] = bv[f, i] * q1
+            Vd[f, i] = bv[f, i] * q2
+        if par < 0:
+            continue
+        wp = V[par, 3:6]
+        wdp = Vd[par, 3:6]
+        for i in range(3):
+            dPP[i] = P[f, i] - P[par, i]
+        # B V_p : velocity of the parent at P_f
+        _cross(wp, dPP, t1)
+        for i in range(3):
+            V[f, i] += V[par, i] + t1[i]
+            V[f, 3 + i] += wp[i]
+        # B Vd_p : acceleration of the parent's material point at P_f
+        _cross(wdp, dPP, t1)
+        for i in range(3):
+            Vd[f, i] += Vd[par, i] + t1[i]
+            Vd[f, 3 + i] += wdp[i]
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            # parent centripetal at r_f, child centripetal from r_f to P_f, d(u) term
+            for i in range(3):
+                dPr[i] = r[f, i] - P[par, i]
+            _cross(wp, dPr, t1)
+            _cross(wp, t1, t2)
+            for i in range(3):
+                Vd[f, i] += t2[i]
+            wf = V[f, 3:6]
+            for i in range(3):
+                dPr[i] = P[f, i] - r[f, i]
+            _cross(wf, dPr, t1)
+            _cross(wf, t1, t2)
+            for i in range(3):
+                Vd[f, i] += t2[i]
+            _cross(wp, u[f], wpu)
+            _cross(wpu, dPr, t1)
+            for i in range(3):
+                Vd[f, i] += q1 * t1[i]
+                Vd[f, 3 + i] += q1 * wpu[i]
+        else:
+            _cross(wp, dPP, t1)
+            _cross(wp, t1, t2)
+            for i in range(3):
+                Vd[f, i] += t2[i]
+            if typ == PRISMATIC:
+                _cross(wp, u[f], wpu)
+                for i in range(3):
+                    Vd[f, i] += 2.0 * q1 * wpu[i]
+
+
+@njit(cache=True)
+def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
+    """Generalised residual ``tau = M zdd - Q`` by the SR-I recursion: Newton-Euler at each
+    centre of mass, backward accumulation with the shift ``n_p += (P_c - P_p) x f_c``."""
+    nf = ma.fr_parent.shape[0]
+    Fs = np.zeros((nf, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    t1 = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b < 0:
+            continue
+        m = body_inertia(ma, p, A, r, b, g, JG)
+        w = V[f, 3:6]
+        wd = Vd[f, 3:6]
+        Jw = JG @ w
+        _cross(w, Jw, t1)
+        Jwd = JG @ wd
+        # external moment about the centre of mass: n_G = n_O - g x f
+        for i in range(3):
+            Fs[f, i] = m * Vd[f, i] - fb[b, i]
+        _cross(g, fb[b], Jw)
+        for i in range(3):
+            Fs[f, 3 + i] = Jwd[i] + t1[i] - (nb_[b, i] - Jw[i])
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += bv[f, i] * Fs[f, i]
+            tau[c] = s - Qj[c]
+        if par >= 0:
+            for i in range(3):
+                t1[i] = P[f, i] - P[par, i]
+            Ff = Fs[f, 0:3]
+            for i in range(3):
+                Fs[par, i] += Fs[f, i]
+            Fs[par, 3] += Fs[f, 3] + t1[1] * Ff[2] - t1[2] * Ff[1]
+            Fs[par, 4] += Fs[f, 4] + t1[2] * Ff[0] - t1[0] * Ff[2]
+            Fs[par, 5] += Fs[f, 5] + t1[0] * Ff[1] - t1[1] * Ff[0]
+
+
+@njit(cache=True)
+def _shift_inertia(I6, d, out):
+    """Spatial inertia about point P shifted to point P - d (``d = P_c - P_p``):
+    ``X^T I X`` with ``X = [[I, -d~], [0, I]]``."""
+    X = np.eye(6)
+    X[0, 4] = d[2]
+    X[0, 5] = -d[1]
+    X[1, 3] = -d[2]
+    X[1, 5] = d[0]
+    X[2, 3] = d[1]
+    X[2, 4] = -d[0]
+    out[:, :] = X.T @ I6 @ X
+
+
+@njit(cache=True)
+def mass_matrix_com(ma, p, A, r, P, bv, n, M):
+    """Mass matrix by SR-I composite inertias referred to each frame's reference point."""
+    nf = ma.fr_parent.shape[0]
+    Mc = np.zeros((nf, 6, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    tmp = np.empty((6, 6))
+    d = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b >= 0:
+            m = body_inertia(ma, p, A, r, b, g, JG)
+            for i in range(3):
+                Mc[f, i, i] += m
+                for j in range(3):
+                    Mc[f, 3 + i, 3 + j] += JG[i, j]
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        if par >= 0:
+            for i in range(3):
+                d[i] = P[f, i] - P[par, i]
+            _shift_inertia(Mc[f], d, tmp)
+            Mc[par] += tmp
+    M[:, :] = 0.0
+    w = np.empty(6)
+    for f in range(nf):
+        ck = ma.fr_coord[f]
+        if ck < 0:
+            continue
+        for i in range(6):
+            s = 0.0
+            for j in range(6):
+                s += Mc[f, i, j] * bv[f, j]
+            w[i] = s
+        a = f
+        while a >= 0:
+            cj = ma.fr_coord[a]
+            if cj >= 0:
+                s = 0.0
+                for i in range(6):
+                    s += bv[a, i] * w[i]
+                M[cj, ck] = s
+                M[ck, cj] = s
+            par = ma.fr_parent[a]
+            if par >= 0:
+                # refer the force w from P_a to P_par
+                for i in range(3):
+                    d[i] = P[a, i] - P[par, i]
+                w[3] += d[1] * w[2] - d[2] * w[1]
+                w[4] += d[2] * w[0] - d[0] * w[2]
+                w[5] += d[0] * w[1] - d[1] * w[0]
+            a = par
+
+
+@njit(cache=True)
+def kinetic_energy(ma, p, A, r, Z):
+    nbod = ma.b_frame.shape[0]
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    vg = np.empty(3)
+    T = 0.0
+    for b in range(nbod):
+        m = body_inertia(ma, p, A, r, b, g, JG)
+        f = ma.b_frame[b]
+        w = Z[f, 3:6]
+        _cross(w, g, vg)
+        s = 0.0
+        for i in range(3):
+            v = Z[f, i] + vg[i]
+            s += m * v * v
+        Jw = JG @ w
+        for i in range(3):
+            s += w[i] * Jw[i]
+        T += 0.5 * s
+    return T

@@ -1,0 +1,575 @@
+"""Numba kernels of the Matrix-R projection and the implicit trapezoidal integrator.
+
+Seed 001 §2.2-2.3: the position problem ``Theta(z) = [Phi(z); h(z) - z^i] = 0`` (eqs 10-13)
+is solved by Newton-Raphson, the velocity and acceleration problems (eqs 19, 21) by the
+same leading matrix ``Theta_z = [Phi_z; B]``; ``[S R] = Theta_z^+`` (eqs 16-17, least
+squares so that redundant constraints are allowed) and the equations of motion (eq 29)
+
+    (R^T M^d R) zdd^i = R^T (Q^d - M^d (S c - R Bdot zd)).
+
+Here the right-hand side is obtained from one inverse-dynamics evaluation with the
+particular accelerations ``zdd_b = S c - R Bdot zd`` (the ``zdd^i = 0`` solution of eq 21):
+``R^T tau(z, zd, zdd_b) = -(R^T Q^d - R^T M^d zdd_b)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import _kernels as K
+
+# status codes returned by the kernels
+OK = 0
+ST_NEWTON = 1
+ST_SINGULAR = 2
+ST_POSITION = 3
+ST_NONFINITE = 4
+ST_MASS = 5
+
+FORM_COM = 0     # SR-I, RTdyn0: centre of mass of each body as reference point
+FORM_ORIGIN = 1  # SR-II, RTdyn1: global origin as reference point
+
+
+# ----------------------------------------------------------------------------------------
+# dense least squares (Householder QR), small sizes
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def qr_factor(A, V, beta, Rm, rtol):
+    """Householder QR of ``A`` (mr x n, mr >= n).  Returns the index of the first column
+    whose diagonal entry is below ``rtol`` times the largest column norm, or -1."""
+    mr, n = A.shape
+    W = A.copy()
+    scale = 0.0
+    for j in range(n):
+        s = 0.0
+        for i in range(mr):
+            s += W[i, j] * W[i, j]
+        scale = max(scale, np.sqrt(s))
+    if scale == 0.0:
+        scale = 1.0
+    bad = -1
+    for k in range(n):
+        nrm = 0.0
+        for i in range(k, mr):
+            nrm += W[i, k] * W[i, k]
+        nrm = np.sqrt(nrm)
+        alpha = -nrm if W[k, k] >= 0.0 else nrm
+        for i in range(mr):
+            V[i, k] = 0.0
+        for i in range(k, mr):
+            V[i, k] = W[i, k]
+        V[k, k] -= alpha
+        vn = 0.0
+        for i in range(k, mr):
+            vn += V[i, k] * V[i, k]
+        beta[k] = 2.0 / vn if vn > 0.0 else 0.0
+        for j in range(k, n):
+            s = 0.0
+            for i in range(k, mr):
+                s += V[i, k] * W[i, j]
+            s *= beta[k]
+            for i in range(k, mr):
+                W[i, j] -= s * V[i, k]
+        if abs(W[k, k]) <= rtol * scale and bad < 0:
+            bad = k
+    for i in range(n):
+        for j in range(n):
+            Rm[i, j] = W[i, j] if j >= i else 0.0
+    return bad
+
+
+@njit(cache=True)
+def qr_solve(V, beta, Rm, b, x):
+    """Least-squares solution of ``A x = b`` from :func:`qr_factor`."""
+    mr = V.shape[0]
+    n = Rm.shape[0]
+    y = b.copy()
+    for k in range(n):
+        s = 0.0
+        for i in range(k, mr):
+            s += V[i, k] * y[i]
+        s *= beta[k]
+        for i in range(k, mr):
+            y[i] -= s * V[i, k]
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for j in range(i + 1, n):
+            s -= Rm[i, j] * x[j]
+        x[i] = s / Rm[i, i]
+
+
+@njit(cache=True)
+def lu_solve_small(A, b):
+    """Solve a small dense system by Gaussian elimination with partial pivoting.
+    Returns (x, ok)."""
+    n = A.shape[0]
+    M = A.copy()
+    x = b.copy()
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            scale = max(scale, abs(M[i, j]))
+    if scale == 0.0:
+        return x, False
+    for k in range(n):
+        piv = k
+        for i in range(k + 1, n):
+            if abs(M[i, k]) > abs(M[piv, k]):
+                piv = i
+        if abs(M[piv, k]) <= 1e-14 * scale:
+            return x, False
+        if piv != k:
+            for j in range(n):
+                tmp = M[k, j]
+                M[k, j] = M[piv, j]
+                M[piv, j] = tmp
+            tmp = x[k]
+            x[k] = x[piv]
+            x[piv] = tmp
+        for i in range(k + 1, n):
+            f = M[i, k] / M[k, k]
+            if f != 0.0:
+                for j in range(k, n):
+                    M[i, j] -= f * M[k, j]
+                x[i] -= f * x[k]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for j in range(i + 1, n):
+            s -= M[i, j] * x[j]
+        x[i] = s / M[i, i]
+    return x, True
+
+
+# ----------------------------------------------------------------------------------------
+# workspace
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def make_workspace(ma, n):
+    nf = ma.fr_parent.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    nb = ma.b_frame.shape[0]
+    return (np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 6)),
+            np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((m + d, n)), np.zeros((m + d, n)),
+            np.zeros(n), np.zeros((n, n)), np.zeros(m), np.zeros(d), np.zeros(d), np.zeros(d),
+            np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(n))
+
+
+# ----------------------------------------------------------------------------------------
+# kinematic problems
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def solve_position(ma, p, t, zi, z, ws, tol, maxit):
+    """Newton-Raphson on ``Theta(z) = [Phi; h(z) - z^i] = 0`` (seed 001 eqs 10-13).
+
+    Returns (status, iterations, residual, bad column).  On return with status OK the
+    position kinematics in ``ws`` correspond to the final ``z``.
+    """
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = ws[:14]
+    n = z.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    res = np.zeros(m + d)
+    dz = np.zeros(n)
+    zero = np.zeros(n)
+    Z[:, :] = 0.0
+    Zd[:, :] = 0.0
+    err = 0.0
+    for it in range(maxit + 1):
+        K.frame_positions(ma, p, z, A, r, u)
+        K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
+        K.dof_values(ma, p, A, r, Z, Zd, z, zero, zero, h, hd, hdd)
+        err = 0.0
+        for k in range(m):
+            res[k] = phi[k]
+            err = max(err, abs(phi[k]))
+        for k in range(d):
+            res[m + k] = h[k] - zi[k]
+            err = max(err, abs(res[m + k]))
+        if not np.isfinite(err):
+            return ST_NONFINITE, it, err, -1
+        if err <= tol:
+            return OK, it, err, -1
+        if it == maxit:
+            break
+        K.joint_columns(ma, r, u, bcol)
+        K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
+        K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
+        bad = qr_factor(Th, V, beta, Rm, 1e-12)
+        if bad >= 0:
+            return ST_SINGULAR, it, err, bad
+        for k in range(m + d):
+            res[k] = -res[k]
+        qr_solve(V, beta, Rm, res, dz)
+        for k in range(n):
+            z[k] += dz[k]
+    return ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
+    """Velocity problem (eq 19), particular accelerations ``S c - R Bdot zd`` (eq 21 with
+    ``zdd^i = 0``) and ``R^Phi`` (eq 16) at the converged position in ``ws``.
+
+    Returns (status, bad column)."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = ws[:14]
+    n = z.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    zero = np.zeros(n)
+    K.joint_columns(ma, r, u, bcol)
+    K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
+    K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
+    bad = qr_factor(Th, V, beta, Rm, 1e-12)
+    if bad >= 0:
+        return ST_SINGULAR, bad
+    rhs = np.zeros(m + d)
+    # b = -Phi_t: constraint velocity residual with zd = 0
+    Z[:, :] = 0.0
+    Zd[:, :] = 0.0
+    K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 1, phi)
+    for k in range(m):
+        rhs[k] = -phi[k]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    qr_solve(V, beta, Rm, rhs, zd)
+    K.frame_velocities(ma, zd, bcol, Z)
+    # c = -(dPhi_z/dt zd + Phi_tt): acceleration residual with zdd = 0
+    K.frame_accelerations(ma, zd, zero, r, u, bcol, Z, Zd)
+    K.constraints(ma, p, t, z, zd, zero, A, r, Z, Zd, 2, phi)
+    K.dof_values(ma, p, A, r, Z, Zd, z, zd, zero, h, hd, hdd)
+    for k in range(m):
+        rhs[k] = -phi[k]
+    for k in range(d):
+        rhs[m + k] = -hdd[k]
+    qr_solve(V, beta, Rm, rhs, zddb)
+    col = np.zeros(n)
+    for j in range(d):
+        for k in range(m + d):
+            rhs[k] = 0.0
+        rhs[m + j] = 1.0
+        qr_solve(V, beta, Rm, rhs, col)
+        for k in range(n):
+            Rphi[k, j] = col[k]
+    return OK, -1
+
+
+@njit(cache=True)
+def residual_tau(ma, p, t, z, zd, zdd, ws, form, tau):
+    """``tau = M(z) zdd - Q(z, zd, t)`` by the chosen semi-recursive variant.
+
+    Returns the potential energy (gravity and springs)."""
+    A, r, u, bcol, Z, Zd = ws[:6]
+    fb = ws[14]
+    nb_ = ws[15]
+    Qj = ws[16]
+    nf = ma.fr_parent.shape[0]
+    K.frame_velocities(ma, zd, bcol, Z)
+    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+    V = K.applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj)
+    if form == FORM_ORIGIN:
+        K.inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau)
+    else:
+        P = np.empty((nf, 3))
+        bv = np.empty((nf, 6))
+        Vc = np.empty((nf, 6))
+        Vdc = np.empty((nf, 6))
+        K.reference_points(ma, p, A, r, P)
+        K.com_columns(ma, r, u, P, bv)
+        K.com_kinematics(ma, zd, zdd, r, u, P, bv, Vc, Vdc)
+        K.inverse_dynamics_com(ma, p, A, r, P, bv, Vc, Vdc, fb, nb_, Qj, tau)
+    return V
+
+
+@njit(cache=True)
+def mass_matrix(ma, p, ws, form, n, M):
+    A, r, u, bcol = ws[:4]
+    if form == FORM_ORIGIN:
+        K.mass_matrix_origin(ma, p, A, r, bcol, n, M)
+    else:
+        nf = ma.fr_parent.shape[0]
+        P = np.empty((nf, 3))
+        bv = np.empty((nf, 6))
+        K.reference_points(ma, p, A, r, P)
+        K.com_columns(ma, r, u, P, bv)
+        K.mass_matrix_com(ma, p, A, r, P, bv, n, M)
+
+
+@njit(cache=True)
+def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
+    """Stiffness and damping of the force elements with respect to ``z`` and ``zd``
+    (tangent of the spring-damper forces through the point Jacobians; joint springs on
+    the diagonal).  Used for the Newton iteration matrix of the integrator."""
+    A, r, u, bcol, Z, Zd = ws[:6]
+    Kd[:, :] = 0.0
+    Cd[:, :] = 0.0
+    J1 = np.empty((3, n))
+    J2 = np.empty((3, n))
+    D = np.empty((3, n))
+    x1 = np.empty(3)
+    v1 = np.empty(3)
+    a1 = np.empty(3)
+    x2 = np.empty(3)
+    v2 = np.empty(3)
+    a2 = np.empty(3)
+    e = np.empty(3)
+    Ks = np.empty((3, 3))
+    Cs = np.empty((3, 3))
+    for s in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s, 0]
+        k2 = ma.sp_pt[s, 1]
+        K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+        K.point_kinematics(ma, p, A, r, Z, Zd, k2, x2, v2, a2)
+        L = 0.0
+        for i in range(3):
+            L += (x2[i] - x1[i]) ** 2
+        L = np.sqrt(L)
+        Ld = 0.0
+        for i in range(3):
+            e[i] = (x2[i] - x1[i]) / L
+            Ld += e[i] * (v2[i] - v1[i])
+        k = p[ma.sp_k[s]]
+        c = p[ma.sp_c[s]]
+        T = k * (L - p[ma.sp_L0[s]]) + c * Ld
+        for i in range(3):
+            for j in range(3):
+                dij = 1.0 if i == j else 0.0
+                Ks[i, j] = k * e[i] * e[j] + T / L * (dij - e[i] * e[j])
+                Cs[i, j] = c * e[i] * e[j]
+        K.point_jacobian(ma, p, A, r, bcol, k1, J1)
+        K.point_jacobian(ma, p, A, r, bcol, k2, J2)
+        D[:, :] = J2 - J1
+        Kd += D.T @ (Ks @ D)
+        Cd += D.T @ (Cs @ D)
+    for s in range(ma.js_coord.shape[0]):
+        c_ = ma.js_coord[s]
+        Kd[c_, c_] += p[ma.js_k[s]]
+        Cd[c_, c_] += p[ma.js_c[s]]
+
+
+# ----------------------------------------------------------------------------------------
+# implicit trapezoidal integrator
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _project(Rphi, M, out):
+    out[:, :] = Rphi.T @ (M @ Rphi)
+
+
+@njit(cache=True)
+def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
+                          pos_tol, pos_maxit, conservative,
+                          T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
+                          VIOL_out, VVIOL_out, IT_out, E_out):
+    """Fixed-step implicit trapezoidal rule on the independent coordinates.
+
+    Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
+    ``zd^i_{n+1} = zd^i_n + h/2 (a_n + a)``; residual ``r(a) = R^T tau(z, zd, zdd)``
+    (seed 001 eq 29 in residual form).  Newton iteration matrix (modified Newton, formed
+    once per step): ``Mbar + h/2 Cbar + h^2/4 Kbar`` with ``Mbar = R^T M R`` exact and
+    ``Cbar, Kbar`` the force-element damping and stiffness projected with ``R``.
+
+    Returns (status, step, time, value, bad column).
+    """
+    n = z0.shape[0]
+    d = zi0.shape[0]
+    m = ma.c_type.shape[0]
+    ws = make_workspace(ma, n)
+    phi = ws[10]
+    A, r = ws[0], ws[1]
+    Z, Zd = ws[4], ws[5]
+    z = z0.copy()
+    zd = np.zeros(n)
+    zddb = np.zeros(n)
+    zdd = np.zeros(n)
+    Rphi = np.zeros((n, d))
+    tau = np.zeros(n)
+    Md = np.zeros((n, n))
+    Kd = np.zeros((n, n))
+    Cd = np.zeros((n, n))
+    Mb = np.zeros((d, d))
+    Tm = np.zeros((d, d))
+    Kb = np.zeros((d, d))
+    Cb = np.zeros((d, d))
+    zi = zi0.copy()
+    zdi = zdi0.copy()
+    a = np.zeros(d)
+    res = np.zeros(d)
+    t = t0
+
+    # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
+    st, it, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit)
+    if st != OK:
+        return st, 0, t, err, bad
+    st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
+    if st != OK:
+        return st, 0, t, 0.0, bad
+    Vpot = residual_tau(ma, p, t, z, zd, zddb, ws, form, tau)
+    mass_matrix(ma, p, ws, form, n, Md)
+    _project(Rphi, Md, Mb)
+    rhs = -(Rphi.T @ tau)
+    a, ok = lu_solve_small(Mb, rhs)
+    if not ok:
+        return ST_MASS, 0, t, 0.0, -1
+    for k in range(n):
+        zdd[k] = zddb[k]
+        for j in range(d):
+            zdd[k] += Rphi[k, j] * a[j]
+    _store(0, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
+           ZDDI_out)
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
+    VIOL_out[0] = _maxabs(phi)
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
+    VVIOL_out[0] = _maxabs(phi)
+    IT_out[0] = 0
+    if conservative:
+        E_out[0] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
+
+    an = a.copy()
+    zin = zi.copy()
+    zdin = zdi.copy()
+    zn = z.copy()
+    zdn = zd.copy()
+    zddn = zdd.copy()
+    for step in range(1, nsteps + 1):
+        t = t0 + step * h
+        for k in range(d):
+            a[k] = an[k]
+        for k in range(n):
+            z[k] = zn[k] + h * zdn[k] + 0.5 * h * h * zddn[k]
+        converged = False
+        dnorm = np.inf
+        iters = 0
+        rn = 0.0
+        for it in range(newton_maxit + 1):
+            for k in range(d):
+                zi[k] = zin[k] + h * zdin[k] + 0.25 * h * h * (an[k] + a[k])
+                zdi[k] = zdin[k] + 0.5 * h * (an[k] + a[k])
+            st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit)
+            if st != OK:
+                return st, step, t, err, bad
+            st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
+            if st != OK:
+                return st, step, t, 0.0, bad
+            for k in range(n):
+                zdd[k] = zddb[k]
+                for j in range(d):
+                    zdd[k] += Rphi[k, j] * a[j]
+            Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+            res[:] = Rphi.T @ tau
+            rn = _maxabs(res)
+            if not np.isfinite(rn):
+                return ST_NONFINITE, step, t, rn, -1
+            if it > 0 and dnorm <= newton_tol * (1.0 + _maxabs(a)):
+                converged = True
+                iters = it
+                break
+            if it == newton_maxit:
+                break
+            if it == 0:
+                mass_matrix(ma, p, ws, form, n, Md)
+                force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
+                _project(Rphi, Md, Mb)
+                _project(Rphi, Kd, Kb)
+                _project(Rphi, Cd, Cb)
+                for i in range(d):
+                    for j in range(d):
+                        Tm[i, j] = Mb[i, j] + 0.5 * h * Cb[i, j] + 0.25 * h * h * Kb[i, j]
+            da, ok = lu_solve_small(Tm, -res)
+            if not ok:
+                return ST_MASS, step, t, 0.0, -1
+            for k in range(d):
+                a[k] += da[k]
+            dnorm = _maxabs(da)
+        if not converged:
+            return ST_NEWTON, step, t, rn, -1
+        _store(step, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out,
+               ZDI_out, ZDDI_out)
+        K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
+        VIOL_out[step] = _maxabs(phi)
+        K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
+        VVIOL_out[step] = _maxabs(phi)
+        IT_out[step] = iters
+        if conservative:
+            E_out[step] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
+        an[:] = a
+        zin[:] = zi
+        zdin[:] = zdi
+        zn[:] = z
+        zdn[:] = zd
+        zddn[:] = zdd
+    return OK, nsteps, t, 0.0, -1
+
+
+@njit(cache=True)
+def _maxabs(x):
+    s = 0.0
+    for v in x:
+        if abs(v) > s or v != v:
+            s = abs(v)
+    return s
+
+
+@njit(cache=True)
+def _store(k, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
+           ZDDI_out):
+    T_out[k] = t
+    Z_out[k] = z
+    ZD_out[k] = zd
+    ZDD_out[k] = zdd
+    ZI_out[k] = zi
+    ZDI_out[k] = zdi
+    ZDDI_out[k] = a
+
+
+# ----------------------------------------------------------------------------------------
+# single evaluations (used by the Python API and by tests)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def evaluate_state(ma, p, form, t, zi, zdi, z, pos_tol, pos_maxit):
+    """Consistent state at ``(t, z^i, zd^i)``: returns status, z, zd, zdd_b, R, M^d, tau_b,
+    Mbar, Qbar.  ``z`` is the starting guess of the position problem."""
+    n = z.shape[0]
+    d = zi.shape[0]
+    ws = make_workspace(ma, n)
+    zz = z.copy()
+    zd = np.zeros(n)
+    zddb = np.zeros(n)
+    Rphi = np.zeros((n, d))
+    tau = np.zeros(n)
+    Md = np.zeros((n, n))
+    Mb = np.zeros((d, d))
+    st, it, err, bad = solve_position(ma, p, t, zi, zz, ws, pos_tol, pos_maxit)
+    if st == OK:
+        st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, zz, zd, zddb, Rphi, ws)
+    if st == OK:
+        residual_tau(ma, p, t, zz, zd, zddb, ws, form, tau)
+        mass_matrix(ma, p, ws, form, n, Md)
+        _project(Rphi, Md, Mb)
+    Qb = -(Rphi.T @ tau)
+    return st, err, bad, zz, zd, zddb, Rphi, Md, tau, Mb, Qb
+
+
+@njit(cache=True)
+def full_dynamics_terms(ma, p, form, t, z, zd, zdd):
+    """Open-tree terms at an arbitrary state: mass matrix ``M^d`` and ``tau = M zdd - Q``."""
+    n = z.shape[0]
+    ws = make_workspace(ma, n)
+    A, r, u, bcol = ws[:4]
+    K.frame_positions(ma, p, z, A, r, u)
+    K.joint_columns(ma, r, u, bcol)
+    tau = np.zeros(n)
+    Md = np.zeros((n, n))
+    residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+    mass_matrix(ma, p, ws, form, n, Md)
+    return Md, tau
