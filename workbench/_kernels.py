@@ -135,6 +135,7 @@ def frame_positions(ma, p, z, A, r, u):
     ``s`` (the joint location in the parent frame) is read from the field vector.
     """
     nf = ma.fr_parent.shape[0]
+    eye3 = np.eye(3)
     for f in range(nf):
         par = ma.fr_parent[f]
         o = ma.fr_off[f]
@@ -151,7 +152,7 @@ def frame_positions(ma, p, z, A, r, u):
             s1 += a[1] * q
             s2 += a[2] * q
         if par < 0:
-            Ap = np.eye(3)
+            Ap = eye3
             for i in range(3):
                 r[f, i] = 0.0
         else:
@@ -161,11 +162,30 @@ def frame_positions(ma, p, z, A, r, u):
         for i in range(3):
             r[f, i] += Ap[i, 0] * s0 + Ap[i, 1] * s1 + Ap[i, 2] * s2
             u[f, i] = Ap[i, 0] * a[0] + Ap[i, 1] * a[1] + Ap[i, 2] * a[2]
+        C = ma.fr_C[f]
         if typ == REVOLUTE:
-            Rl = rot_axis(a, q) @ ma.fr_C[f]
+            cq = np.cos(q)
+            sq = np.sin(q)
+            vq = 1.0 - cq
+            R00 = cq + a[0] * a[0] * vq
+            R01 = a[0] * a[1] * vq - a[2] * sq
+            R02 = a[0] * a[2] * vq + a[1] * sq
+            R10 = a[1] * a[0] * vq + a[2] * sq
+            R11 = cq + a[1] * a[1] * vq
+            R12 = a[1] * a[2] * vq - a[0] * sq
+            R20 = a[2] * a[0] * vq - a[1] * sq
+            R21 = a[2] * a[1] * vq + a[0] * sq
+            R22 = cq + a[2] * a[2] * vq
+            for j in range(3):
+                c0 = R00 * C[0, j] + R01 * C[1, j] + R02 * C[2, j]
+                c1 = R10 * C[0, j] + R11 * C[1, j] + R12 * C[2, j]
+                c2 = R20 * C[0, j] + R21 * C[1, j] + R22 * C[2, j]
+                for i in range(3):
+                    A[f, i, j] = Ap[i, 0] * c0 + Ap[i, 1] * c1 + Ap[i, 2] * c2
         else:
-            Rl = ma.fr_C[f]
-        A[f] = Ap @ Rl
+            for i in range(3):
+                for j in range(3):
+                    A[f, i, j] = Ap[i, 0] * C[0, j] + Ap[i, 1] * C[1, j] + Ap[i, 2] * C[2, j]
 
 
 @njit(cache=True)
@@ -193,8 +213,13 @@ def point_position(ma, p, A, r, k, out):
         for i in range(3):
             out[i] = p[fld + i]
         return
-    x = body_local_point(ma, p, b, fld)
-    to_global(A, r, ma.b_frame[b], x, out)
+    o = ma.b_org[b]
+    x0 = p[o] + p[fld]
+    x1 = p[o + 1] + p[fld + 1]
+    x2 = p[o + 2] + p[fld + 2]
+    f = ma.b_frame[b]
+    for i in range(3):
+        out[i] = r[f, i] + A[f, i, 0] * x0 + A[f, i, 1] * x1 + A[f, i, 2] * x2
 
 
 @njit(cache=True)
@@ -214,18 +239,25 @@ def vector_global(ma, A, k, out):
 def body_inertia(ma, p, A, r, b, g, JG):
     """Mass, global centre of mass ``g`` and global centroidal inertia ``JG`` of body ``b``."""
     m = p[ma.b_mass[b]]
-    x = body_local_point(ma, p, b, ma.b_com[b])
+    o = ma.b_org[b]
+    c = ma.b_com[b]
+    x0 = p[o] + p[c]
+    x1 = p[o + 1] + p[c + 1]
+    x2 = p[o + 2] + p[c + 2]
     f = ma.b_frame[b]
-    to_global(A, r, f, x, g)
+    for i in range(3):
+        g[i] = r[f, i] + A[f, i, 0] * x0 + A[f, i, 1] * x1 + A[f, i, 2] * x2
     k = ma.b_inr[b]
-    Jl = np.empty((3, 3))
-    Jl[0, 0] = p[k]
-    Jl[1, 1] = p[k + 1]
-    Jl[2, 2] = p[k + 2]
-    Jl[0, 1] = Jl[1, 0] = p[k + 3]
-    Jl[0, 2] = Jl[2, 0] = p[k + 4]
-    Jl[1, 2] = Jl[2, 1] = p[k + 5]
-    JG[:, :] = A[f] @ Jl @ A[f].T
+    J00, J11, J22 = p[k], p[k + 1], p[k + 2]
+    J01, J02, J12 = p[k + 3], p[k + 4], p[k + 5]
+    Af = A[f]
+    for i in range(3):
+        # row i of A Jl
+        a0 = Af[i, 0] * J00 + Af[i, 1] * J01 + Af[i, 2] * J02
+        a1 = Af[i, 0] * J01 + Af[i, 1] * J11 + Af[i, 2] * J12
+        a2 = Af[i, 0] * J02 + Af[i, 1] * J12 + Af[i, 2] * J22
+        for j in range(3):
+            JG[i, j] = a0 * Af[j, 0] + a1 * Af[j, 1] + a2 * Af[j, 2]
     return m
 
 
@@ -280,6 +312,7 @@ def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
     wpu = np.empty(3)
     tmp = np.empty(3)
     tmp2 = np.empty(3)
+    zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]
         c = ma.fr_coord[f]
@@ -287,9 +320,12 @@ def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
         q2 = zdd[c] if c >= 0 else 0.0
         for i in range(6):
             Zd[f, i] = (Zd[par, i] if par >= 0 else 0.0) + bcol[f, i] * q2
-        if par < 0 or c < 0:
+        if c < 0:
             continue
-        wp = Z[par, 3:6]
+        if par >= 0:
+            wp = Z[par, 3:6]
+        else:
+            wp = zero3
         _cross(wp, u[f], wpu)
         typ = ma.fr_type[f]
         if typ == REVOLUTE:
@@ -324,17 +360,17 @@ def point_kinematics(ma, p, A, r, Z, Zd, k, x, v, a):
             a[i] = 0.0
         return
     f = ma.b_frame[b]
-    w = Z[f, 3:6]
-    wd = Zd[f, 3:6]
-    t1 = np.empty(3)
-    t2 = np.empty(3)
-    _cross(w, x, t1)
-    for i in range(3):
-        v[i] = Z[f, i] + t1[i]
-    _cross(w, t1, t2)
-    _cross(wd, x, t1)
-    for i in range(3):
-        a[i] = Zd[f, i] + t1[i] + t2[i]
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    c0 = w1 * x[2] - w2 * x[1]
+    c1 = w2 * x[0] - w0 * x[2]
+    c2 = w0 * x[1] - w1 * x[0]
+    v[0] = Z[f, 0] + c0
+    v[1] = Z[f, 1] + c1
+    v[2] = Z[f, 2] + c2
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    a[0] = Zd[f, 0] + q1 * x[2] - q2 * x[1] + w1 * c2 - w2 * c1
+    a[1] = Zd[f, 1] + q2 * x[0] - q0 * x[2] + w2 * c0 - w0 * c2
+    a[2] = Zd[f, 2] + q0 * x[1] - q1 * x[0] + w0 * c1 - w1 * c0
 
 
 @njit(cache=True)
@@ -347,14 +383,14 @@ def vector_kinematics(ma, A, Z, Zd, k, e, ed, edd):
             edd[i] = 0.0
         return
     f = ma.b_frame[b]
-    w = Z[f, 3:6]
-    wd = Zd[f, 3:6]
-    t1 = np.empty(3)
-    _cross(w, e, ed)
-    _cross(w, ed, t1)
-    _cross(wd, e, edd)
-    for i in range(3):
-        edd[i] += t1[i]
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    ed[0] = w1 * e[2] - w2 * e[1]
+    ed[1] = w2 * e[0] - w0 * e[2]
+    ed[2] = w0 * e[1] - w1 * e[0]
+    edd[0] = q1 * e[2] - q2 * e[1] + w1 * ed[2] - w2 * ed[1]
+    edd[1] = q2 * e[0] - q0 * e[2] + w2 * ed[0] - w0 * ed[2]
+    edd[2] = q0 * e[1] - q1 * e[0] + w0 * ed[1] - w1 * ed[0]
 
 
 @njit(cache=True)
@@ -846,6 +882,7 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
     t2 = np.empty(3)
     wpu = np.empty(3)
     dPr = np.empty(3)
+    zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]
         c = ma.fr_coord[f]
@@ -854,27 +891,30 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
         for i in range(6):
             V[f, i] = bv[f, i] * q1
             Vd[f, i] = bv[f, i] * q2
-        if par < 0:
-            continue
-        wp = V[par, 3:6]
-        wdp = Vd[par, 3:6]
-        for i in range(3):
-            dPP[i] = P[f, i] - P[par, i]
-        # B V_p : velocity of the parent at P_f
-        _cross(wp, dPP, t1)
-        for i in range(3):
-            V[f, i] += V[par, i] + t1[i]
-            V[f, 3 + i] += wp[i]
-        # B Vd_p : acceleration of the parent's material point at P_f
-        _cross(wdp, dPP, t1)
-        for i in range(3):
-            Vd[f, i] += Vd[par, i] + t1[i]
-            Vd[f, 3 + i] += wdp[i]
+        if par >= 0:
+            wp = V[par, 3:6]
+            wdp = Vd[par, 3:6]
+            for i in range(3):
+                dPP[i] = P[f, i] - P[par, i]
+                dPr[i] = r[f, i] - P[par, i]
+            # B V_p : velocity of the parent at P_f
+            _cross(wp, dPP, t1)
+            for i in range(3):
+                V[f, i] += V[par, i] + t1[i]
+                V[f, 3 + i] += wp[i]
+            # B Vd_p : acceleration of the parent's material point at P_f
+            _cross(wdp, dPP, t1)
+            for i in range(3):
+                Vd[f, i] += Vd[par, i] + t1[i]
+                Vd[f, 3 + i] += wdp[i]
+        else:
+            wp = zero3
+            for i in range(3):
+                dPP[i] = 0.0
+                dPr[i] = 0.0
         typ = ma.fr_type[f]
         if typ == REVOLUTE:
             # parent centripetal at r_f, child centripetal from r_f to P_f, d(u) term
-            for i in range(3):
-                dPr[i] = r[f, i] - P[par, i]
             _cross(wp, dPr, t1)
             _cross(wp, t1, t2)
             for i in range(3):

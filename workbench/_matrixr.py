@@ -38,62 +38,70 @@ FORM_ORIGIN = 1  # SR-II, RTdyn1: global origin as reference point
 
 @njit(cache=True)
 def qr_factor(A, V, beta, Rm, rtol):
-    """Householder QR of ``A`` (mr x n, mr >= n).  Returns the index of the first column
+    """Householder QR of ``A`` (mr x n, mr >= n), working on the transpose so that every
+    column operation is on contiguous memory.  ``V`` (n x mr) receives the Householder
+    vectors, ``Rm`` (n x n) the triangular factor.  Returns the index of the first column
     whose diagonal entry is below ``rtol`` times the largest column norm, or -1."""
     mr, n = A.shape
-    W = A.copy()
+    W = A.T.copy()
     scale = 0.0
     for j in range(n):
         s = 0.0
         for i in range(mr):
-            s += W[i, j] * W[i, j]
+            s += W[j, i] * W[j, i]
         scale = max(scale, np.sqrt(s))
     if scale == 0.0:
         scale = 1.0
     bad = -1
     for k in range(n):
+        wk = W[k]
+        vk = V[k]
         nrm = 0.0
         for i in range(k, mr):
-            nrm += W[i, k] * W[i, k]
+            nrm += wk[i] * wk[i]
         nrm = np.sqrt(nrm)
-        alpha = -nrm if W[k, k] >= 0.0 else nrm
-        for i in range(mr):
-            V[i, k] = 0.0
-        for i in range(k, mr):
-            V[i, k] = W[i, k]
-        V[k, k] -= alpha
+        alpha = -nrm if wk[k] >= 0.0 else nrm
+        for i in range(k):
+            vk[i] = 0.0
         vn = 0.0
         for i in range(k, mr):
-            vn += V[i, k] * V[i, k]
+            vk[i] = wk[i]
+        vk[k] -= alpha
+        for i in range(k, mr):
+            vn += vk[i] * vk[i]
         beta[k] = 2.0 / vn if vn > 0.0 else 0.0
+        bk = beta[k]
         for j in range(k, n):
+            wj = W[j]
             s = 0.0
             for i in range(k, mr):
-                s += V[i, k] * W[i, j]
-            s *= beta[k]
-            for i in range(k, mr):
-                W[i, j] -= s * V[i, k]
-        if abs(W[k, k]) <= rtol * scale and bad < 0:
+                s += vk[i] * wj[i]
+            s *= bk
+            if s != 0.0:
+                for i in range(k, mr):
+                    wj[i] -= s * vk[i]
+        if abs(wk[k]) <= rtol * scale and bad < 0:
             bad = k
     for i in range(n):
         for j in range(n):
-            Rm[i, j] = W[i, j] if j >= i else 0.0
+            Rm[i, j] = W[j, i] if j >= i else 0.0
     return bad
 
 
 @njit(cache=True)
 def qr_solve(V, beta, Rm, b, x):
     """Least-squares solution of ``A x = b`` from :func:`qr_factor`."""
-    mr = V.shape[0]
+    mr = V.shape[1]
     n = Rm.shape[0]
     y = b.copy()
     for k in range(n):
+        vk = V[k]
         s = 0.0
         for i in range(k, mr):
-            s += V[i, k] * y[i]
+            s += vk[i] * y[i]
         s *= beta[k]
         for i in range(k, mr):
-            y[i] -= s * V[i, k]
+            y[i] -= s * vk[i]
     for i in range(n - 1, -1, -1):
         s = y[i]
         for j in range(i + 1, n):
@@ -155,7 +163,7 @@ def make_workspace(ma, n):
     d = ma.dof_type.shape[0]
     nb = ma.b_frame.shape[0]
     return (np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 6)),
-            np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((m + d, n)), np.zeros((m + d, n)),
+            np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((m + d, n)), np.zeros((n, m + d)),
             np.zeros(n), np.zeros((n, n)), np.zeros(m), np.zeros(d), np.zeros(d), np.zeros(d),
             np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(n))
 
@@ -166,11 +174,14 @@ def make_workspace(ma, n):
 
 
 @njit(cache=True)
-def solve_position(ma, p, t, zi, z, ws, tol, maxit):
+def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
     """Newton-Raphson on ``Theta(z) = [Phi; h(z) - z^i] = 0`` (seed 001 eqs 10-13).
 
-    Returns (status, iterations, residual, bad column).  On return with status OK the
-    position kinematics in ``ws`` correspond to the final ``z``.
+    With ``reuse`` the factorisation of ``Theta_z`` left in ``ws`` by the previous solve
+    (at a nearby configuration) is used as long as the residual contracts by at least a
+    factor 10 per iteration (a simplified Newton iteration); otherwise ``Theta_z`` is
+    re-evaluated.  Returns (status, iterations, residual, bad column).  On return with
+    status OK the position kinematics in ``ws`` correspond to the final ``z``.
     """
     A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = ws[:14]
     n = z.shape[0]
@@ -182,6 +193,7 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit):
     Z[:, :] = 0.0
     Zd[:, :] = 0.0
     err = 0.0
+    err_prev = np.inf
     for it in range(maxit + 1):
         K.frame_positions(ma, p, z, A, r, u)
         K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
@@ -199,12 +211,14 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit):
             return OK, it, err, -1
         if it == maxit:
             break
-        K.joint_columns(ma, r, u, bcol)
-        K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
-        K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
-        bad = qr_factor(Th, V, beta, Rm, 1e-12)
-        if bad >= 0:
-            return ST_SINGULAR, it, err, bad
+        if not (reuse and err <= 0.1 * err_prev):
+            K.joint_columns(ma, r, u, bcol)
+            K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
+            K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
+            bad = qr_factor(Th, V, beta, Rm, 1e-12)
+            if bad >= 0:
+                return ST_SINGULAR, it, err, bad
+        err_prev = err
         for k in range(m + d):
             res[k] = -res[k]
         qr_solve(V, beta, Rm, res, dz)
@@ -406,7 +420,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     t = t0
 
     # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
-    st, it, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit)
+    st, it, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, False)
     if st != OK:
         return st, 0, t, err, bad
     st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
@@ -453,7 +467,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             for k in range(d):
                 zi[k] = zin[k] + h * zdin[k] + 0.25 * h * h * (an[k] + a[k])
                 zdi[k] = zdin[k] + 0.5 * h * (an[k] + a[k])
-            st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit)
+            st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, True)
             if st != OK:
                 return st, step, t, err, bad
             st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
@@ -549,7 +563,7 @@ def evaluate_state(ma, p, form, t, zi, zdi, z, pos_tol, pos_maxit):
     tau = np.zeros(n)
     Md = np.zeros((n, n))
     Mb = np.zeros((d, d))
-    st, it, err, bad = solve_position(ma, p, t, zi, zz, ws, pos_tol, pos_maxit)
+    st, it, err, bad = solve_position(ma, p, t, zi, zz, ws, pos_tol, pos_maxit, False)
     if st == OK:
         st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, zz, zd, zddb, Rphi, ws)
     if st == OK:

@@ -1,0 +1,570 @@
+"""Command-line interface: ``workbench <command> ...``.
+
+Commands
+--------
+``workbench models``
+    Table of the shipped models.
+``workbench simulate MODEL``
+    Simulate a shipped model (by name) or a model file (``.toml``/``.json``) and write
+    ``history.csv``, ``plot.png`` and ``summary.json``.
+``workbench reproduce``
+    The main job: simulate every shipped model on its default settings and write an
+    index ``README.md`` of the results.
+
+Every :class:`~workbench.errors.WorkbenchError` (and every bad command-line value) is
+reported as one line ``error: ...`` on stderr with exit status 2, without a traceback.
+
+Adding a command
+----------------
+Write ``_add_<name>(sub)`` that creates the sub-parser and sets ``func=_cmd_<name>``,
+then list it in :data:`_COMMANDS`.  ``_cmd_<name>(args)`` returns the exit status.
+Planned: ``sensitivity``, ``bench``, ``study``, ``report``, ``equilibrium``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from .errors import WorkbenchError
+
+#: Default end time and time step when a model does not say (``model.meta``).
+DEFAULT_T_END = 1.0
+DEFAULT_DT = 1e-3
+#: ``--quick`` end time of ``workbench reproduce``.
+QUICK_T_END = 1.0
+
+#: The main job: (model name, catalog options, t_end, dt); ``None`` = the model's default.
+REPRODUCE_RUNS = (
+    ("pendulum", {}, None, None),
+    ("n-four-bar", {"N": 40}, 20.0, 1e-3),
+    ("slider-crank", {}, None, None),
+    ("five-bar", {}, None, None),
+)
+#: ``workbench reproduce`` writes the history every this many seconds (at most).
+REPRODUCE_HISTORY_INTERVAL = 0.01
+
+MODEL_SUFFIXES = (".toml", ".json")
+
+
+class CLIError(Exception):
+    """A bad command-line value or a failed job (printed as ``error: ...``, exit 2)."""
+
+
+# ----------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------
+
+
+def _parse_scalar(text: str):
+    """``"40"`` -> 40, ``"0.5"`` -> 0.5, ``"true"`` -> True, anything else stays a string."""
+    low = text.strip().lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _parse_pairs(items, flag: str, numeric: bool) -> dict:
+    """``["a=1", "b=2"]`` -> ``{"a": 1.0, "b": 2.0}`` (``numeric``) or parsed scalars."""
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise CLIError(f"{flag} expects NAME=VALUE, got {item!r}")
+        if numeric:
+            try:
+                val = float(value)
+            except ValueError:
+                raise CLIError(f"{flag} {name}: {value!r} is not a number") from None
+            if not math.isfinite(val):
+                raise CLIError(f"{flag} {name}: value must be finite, got {value!r}")
+            out[name] = val
+        else:
+            out[name] = _parse_scalar(value)
+    return out
+
+
+def _is_model_file(spec: str) -> bool:
+    return spec.lower().endswith(MODEL_SUFFIXES) or os.sep in spec or (
+        os.altsep is not None and os.altsep in spec) or Path(spec).is_file()
+
+
+def load_model(spec: str, options: dict | None = None):
+    """The :class:`~workbench.model.Model` named ``spec`` (shipped) or stored in the file
+    ``spec``.  ``options`` are passed to :func:`workbench.catalog.load`."""
+    options = options or {}
+    if _is_model_file(spec):
+        path = Path(spec)
+        if not path.is_file():
+            raise CLIError(f"model file not found: {spec}")
+        if options:
+            raise CLIError(f"--option applies to shipped models only, not to the file {spec}")
+        from .io import load_model as _load_file
+        return _load_file(path)
+    from . import catalog
+    return catalog.load(spec, **options)
+
+
+def _model_defaults(model) -> tuple[float, float]:
+    meta = getattr(model, "meta", None) or {}
+    t_end = meta.get("t_end", DEFAULT_T_END)
+    dt = meta.get("dt", DEFAULT_DT)
+    try:
+        return float(t_end), float(dt)
+    except (TypeError, ValueError):
+        raise CLIError(f"model {model.name!r}: metadata t_end={t_end!r}, dt={dt!r} are not "
+                       f"numbers") from None
+
+
+def _positive(name: str):
+    def conv(text: str) -> float:
+        try:
+            val = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (math.isfinite(val) and val > 0):
+            raise argparse.ArgumentTypeError(f"{name} must be positive and finite, got {text!r}")
+        return val
+    return conv
+
+
+def _positive_int(text: str) -> int:
+    try:
+        val = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if val < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return val
+
+
+def _fmt(x, spec=".3g") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return format(x, spec)
+
+
+def _json_safe(obj):
+    """Replace non-finite floats (not valid JSON) by ``None``; convert numpy scalars."""
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+# ----------------------------------------------------------------------------------------
+# simulation job (shared by ``simulate`` and ``reproduce``)
+# ----------------------------------------------------------------------------------------
+
+
+def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | None = None,
+                   formulation: str = "sr-com", parameters: dict | None = None,
+                   options: dict | None = None, history_stride: int = 1,
+                   plot: bool = True, warm_up: bool = True) -> dict:
+    """Load, simulate and write ``history.csv``, ``plot.png`` and ``summary.json`` to
+    ``out_dir``.  Returns the summary dictionary (also written as JSON)."""
+    from .kinematics import formulation_code
+    from .simulate import simulate
+
+    formulation_code(formulation)            # fail early on a bad name
+    t_start = time.perf_counter()
+    model = load_model(spec, options)
+    d_end, d_dt = _model_defaults(model)
+    t_end = d_end if t_end is None else float(t_end)
+    dt = d_dt if dt is None else float(dt)
+    cm = model.compile(parameters or {})
+    warmup = 0.0
+    if warm_up:
+        # one step first, so that the reported wall time excludes the just-in-time
+        # compilation of the kernels (cached on disk after the first run)
+        w0 = time.perf_counter()
+        simulate(cm, t_end=dt, dt=dt, formulation=formulation)
+        warmup = time.perf_counter() - w0
+    result = simulate(cm, t_end=t_end, dt=dt, formulation=formulation)
+    total = time.perf_counter() - t_start
+
+    summary = result.summary()
+    span = float(result.t[-1] - result.t[0])
+    summary.update({
+        "source": spec,
+        "options": dict(options or {}),
+        "parameters": dict(parameters or {}),
+        "t_end": t_end,
+        "newton_iterations_per_step": (summary["newton_iterations"] / result.steps
+                                       if result.steps else 0.0),
+        "real_time_factor": (span / result.wall_time_s if result.wall_time_s > 0
+                             else float("inf")),
+        "warm_up_time_s": warmup,
+        "total_wall_time_s": total,
+        "conservative": result.energy is not None,
+        "history_stride": history_stride,
+    })
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = result.to_frame()
+    if history_stride > 1:
+        keep = list(range(0, len(frame), history_stride))
+        if keep[-1] != len(frame) - 1:
+            keep.append(len(frame) - 1)
+        frame = frame.iloc[keep]
+    frame.to_csv(out / "history.csv", index=False)
+    if plot:
+        write_plot(result, out / "plot.png")
+    summary["files"] = ["history.csv"] + (["plot.png"] if plot else []) + ["summary.json"]
+    summary = _json_safe(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def write_plot(result, path) -> None:
+    """Independent coordinates, constraint violation (log) and energy drift vs time."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    conservative = result.energy is not None
+    nrow = 3 if conservative else 2
+    fig, axes = plt.subplots(nrow, 1, sharex=True, figsize=(8, 2.6 * nrow), squeeze=False)
+    axes = axes[:, 0]
+    t = result.t
+    ax = axes[0]
+    shown = min(len(result.dof_names), 8)
+    for k in range(shown):
+        ax.plot(t, result.zi[:, k], label=result.dof_names[k])
+    if shown:
+        title = "independent coordinates"
+        if shown < len(result.dof_names):
+            title += f" (first {shown} of {len(result.dof_names)})"
+        ax.set_title(title)
+        ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel("z_i")
+    ax.grid(True, alpha=0.3)
+
+    ax = axes[1]
+    floor = 1e-18
+    ax.semilogy(t, np.maximum(result.constraint_violation, floor), label="position: max|Phi|")
+    ax.semilogy(t, np.maximum(result.velocity_violation, floor), label="velocity: max|Phi_z zd + Phi_t|",
+                alpha=0.7)
+    ax.set_ylabel("constraint violation")
+    ax.set_title(f"constraint violation (values below {floor:g} drawn at {floor:g})")
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(True, which="both", alpha=0.3)
+
+    if conservative:
+        ax = axes[2]
+        ax.plot(t, result.energy - result.energy[0])
+        ax.set_ylabel("E - E(0)  [J]")
+        ax.set_title("energy drift")
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("t  [s]")
+    fig.suptitle(f"{result.model}: {result.formulation}, dt = {result.dt:g} s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _print_summary(s: dict, out_dir, stream=sys.stdout) -> None:
+    rows = [
+        ("model", s["model"] + (f"  (from {s['source']})" if s["source"] != s["model"] else "")),
+        ("formulation", f"{s['formulation']}: {s.get('formulation_label', '')}"),
+        ("time", f"0 .. {_fmt(s['t_end'], 'g')} s, dt = {_fmt(s['dt'], 'g')} s"),
+        ("steps", str(s["steps"])),
+        ("Newton iterations", f"{s['newton_iterations']} "
+                              f"({_fmt(s['newton_iterations_per_step'], '.2f')}/step, "
+                              f"max {s['max_newton_iterations_per_step']})"),
+        ("max constraint violation", _fmt(s["max_constraint_violation"])),
+        ("energy drift", _fmt(s["energy_drift"]) + (" J" if s["energy_drift"] is not None
+                                                    else "  (not conservative)")),
+        ("wall time", f"{_fmt(s['wall_time_s'], '.3f')} s integration, "
+                      f"{_fmt(s['total_wall_time_s'], '.3f')} s total (incl. "
+                      f"{_fmt(s['warm_up_time_s'], '.3f')} s one-step warm-up/JIT)"),
+        ("real-time factor", _fmt(s["real_time_factor"], ".3g")),
+        ("output", str(out_dir)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}", file=stream)
+
+
+# ----------------------------------------------------------------------------------------
+# workbench models
+# ----------------------------------------------------------------------------------------
+
+
+def _provenance_summary(text, width: int = 60) -> str:
+    text = " ".join(str(text or "").split())
+    if not text:
+        return "-"
+    first = text.split(". ")[0]
+    if len(first) > width:
+        first = first[: width - 3].rstrip() + "..."
+    return first
+
+
+def _add_models(sub):
+    p = sub.add_parser("models", help="list the shipped models",
+                       description="Table of the shipped models (name, title, reconstruction "
+                                   "flag, provenance).")
+    p.add_argument("--json", action="store_true", help="print catalog.describe() of each "
+                                                       "model as JSON")
+    p.set_defaults(func=_cmd_models)
+
+
+def _cmd_models(args) -> int:
+    from . import catalog
+    infos = [catalog.describe(n) for n in catalog.names()]
+    if args.json:
+        print(json.dumps(_json_safe(infos), indent=2, default=str))
+        return 0
+    header = ("name", "title", "reconstruction", "provenance")
+    rows = [(str(i.get("name", "")), str(i.get("title", "")),
+             "yes" if i.get("reconstruction") else "no",
+             _provenance_summary(i.get("provenance"))) for i in infos]
+    widths = [max(len(r[c]) for r in [header] + rows) for c in range(4)]
+    line = "  ".join("{:<%d}" % w for w in widths)
+    print(line.format(*header).rstrip())
+    print(line.format(*("-" * w for w in widths)).rstrip())
+    for r in rows:
+        print(line.format(*r).rstrip())
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
+# workbench simulate
+# ----------------------------------------------------------------------------------------
+
+
+def _add_common_sim_args(p):
+    p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin"),
+                   help="sr-com: SR-I/RTdyn0, centre-of-mass reference points (default); "
+                        "sr-origin: SR-II/RTdyn1, global-origin reference point")
+
+
+def _add_simulate(sub):
+    p = sub.add_parser(
+        "simulate", help="simulate a model and write history, plot and summary",
+        description="Simulate a shipped model or a model file with the implicit trapezoidal "
+                    "rule and write DIR/history.csv, DIR/plot.png and DIR/summary.json.")
+    p.add_argument("model", metavar="MODEL",
+                   help="shipped model name (see `workbench models`) or a .toml/.json file")
+    p.add_argument("--t-end", type=_positive("--t-end"), default=None, metavar="T",
+                   help=f"end time in s (default: the model's, else {DEFAULT_T_END:g})")
+    p.add_argument("--dt", type=_positive("--dt"), default=None, metavar="H",
+                   help=f"time step in s (default: the model's, else {DEFAULT_DT:g})")
+    _add_common_sim_args(p)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory (default: reports/simulate/MODEL)")
+    p.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a model parameter (value in the parameter's own unit); "
+                        "repeatable")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option of a shipped model, e.g. N=40 for n-four-bar; repeatable")
+    p.add_argument("--history-stride", type=_positive_int, default=1, metavar="K",
+                   help="write every K-th step to history.csv (default 1: all)")
+    p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    p.set_defaults(func=_cmd_simulate)
+
+
+def _default_out(spec: str) -> Path:
+    name = Path(spec).stem if _is_model_file(spec) else spec
+    return Path("reports") / "simulate" / name
+
+
+def _cmd_simulate(args) -> int:
+    parameters = _parse_pairs(args.set_, "--set", numeric=True)
+    options = _parse_pairs(args.option, "--option", numeric=False)
+    out = Path(args.out) if args.out else _default_out(args.model)
+    s = run_simulation(args.model, out, t_end=args.t_end, dt=args.dt,
+                       formulation=args.formulation, parameters=parameters, options=options,
+                       history_stride=args.history_stride, plot=not args.no_plot)
+    print(f"simulated {s['model']}")
+    _print_summary(s, out)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
+# workbench reproduce (the main job)
+# ----------------------------------------------------------------------------------------
+
+
+def _add_reproduce(sub):
+    p = sub.add_parser(
+        "reproduce", help="main job: simulate every shipped model, write an index",
+        description="Simulate the shipped models on their default settings (n-four-bar with "
+                    "N=40, 20 s, dt 1e-3) and write DIR/simulate/<model>/ for each model and "
+                    "an index DIR/README.md.")
+    p.add_argument("--out", default="reports", metavar="DIR",
+                   help="output directory (default: reports)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke test: end every run at {QUICK_T_END:g} s")
+    _add_common_sim_args(p)
+    p.set_defaults(func=_cmd_reproduce)
+
+
+def _quick_t_end(t_end: float, dt: float) -> float:
+    n = max(1, int(round(min(t_end, QUICK_T_END) / dt)))
+    return n * dt
+
+
+def _cmd_reproduce(args) -> int:
+    from . import catalog
+    out = Path(args.out)
+    rows, failures = [], []
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    t0 = time.perf_counter()
+    for name, options, t_end, dt in REPRODUCE_RUNS:
+        info = {}
+        try:
+            info = catalog.describe(name)
+            if t_end is None or dt is None:
+                d_end, d_dt = _model_defaults(catalog.load(name, **options))
+                t_end = d_end if t_end is None else t_end
+                dt = d_dt if dt is None else dt
+            if args.quick:
+                t_end = _quick_t_end(t_end, dt)
+            stride = max(1, int(round(REPRODUCE_HISTORY_INTERVAL / dt)))
+            opt_txt = "".join(f" {k}={v}" for k, v in options.items())
+            print(f"[{name}{opt_txt}] t_end = {t_end:g} s, dt = {dt:g} s ...", flush=True)
+            s = run_simulation(name, out / "simulate" / name, t_end=t_end, dt=dt,
+                               formulation=args.formulation, options=options,
+                               history_stride=stride)
+            _print_summary(s, out / "simulate" / name)
+            rows.append((name, info, options, s, None))
+        except (WorkbenchError, ValueError, CLIError) as exc:
+            msg = " ".join(str(exc).split())
+            print(f"error: {name}: {msg}", file=sys.stderr)
+            rows.append((name, info, options, None, msg))
+            failures.append(name)
+    total = time.perf_counter() - t0
+    _write_index(out, rows, args, started, total)
+    print(f"wrote {out / 'README.md'} ({len(rows) - len(failures)}/{len(rows)} models ok, "
+          f"{total:.1f} s)")
+    if failures:
+        raise CLIError(f"{len(failures)} of {len(rows)} models failed: {', '.join(failures)}")
+    return 0
+
+
+def _write_index(out: Path, rows, args, started: str, total: float) -> None:
+    from . import __version__
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# workbench reproduce",
+        "",
+        f"Generated by `workbench reproduce{' --quick' if args.quick else ''}"
+        f"{'' if args.formulation == 'sr-com' else ' --formulation ' + args.formulation}` "
+        f"on {started} (workbench {__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()}); total {total:.1f} s.",
+        "",
+        f"Formulation: `{args.formulation}`; fixed-step implicit trapezoidal rule. "
+        "Max violation is max |Phi| (position level) over all steps; energy drift is "
+        "max |E(t) - E(0)| for conservative models (`-` otherwise); wall time is the "
+        "integration time (excluding compilation).  history.csv is written every "
+        f"{REPRODUCE_HISTORY_INTERVAL:g} s.",
+        "",
+        "| model | options | reconstruction? | t_end [s] | dt [s] | steps | Newton it. "
+        "| max violation | energy drift [J] | wall time [s] | real-time factor | results |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, info, options, s, err in rows:
+        rec = "yes" if info.get("reconstruction") else ("no" if info else "?")
+        opts = ", ".join(f"{k}={v}" for k, v in options.items()) or "-"
+        if s is None:
+            lines.append(f"| {name} | {opts} | {rec} | | | | | | | | | FAILED: "
+                         f"{err.replace('|', '/')} |")
+            continue
+        link = f"simulate/{name}/"
+        lines.append(
+            f"| {name} | {opts} | {rec} | {_fmt(s['t_end'], 'g')} | {_fmt(s['dt'], 'g')} "
+            f"| {s['steps']} | {s['newton_iterations']} "
+            f"| {_fmt(s['max_constraint_violation'])} | {_fmt(s['energy_drift'])} "
+            f"| {_fmt(s['wall_time_s'], '.3f')} | {_fmt(s['real_time_factor'], '.3g')} "
+            f"| [summary]({link}summary.json), [plot]({link}plot.png), "
+            f"[history]({link}history.csv) |")
+    recon = [name for name, info, *_ in rows if info.get("reconstruction")]
+    if recon:
+        lines += ["", "Models marked *reconstruction* are rebuilt from published descriptions, "
+                      "not official benchmark data: " + ", ".join(recon) + "."]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+# ----------------------------------------------------------------------------------------
+# entry point
+# ----------------------------------------------------------------------------------------
+
+#: Sub-command registrars, in the order shown by ``workbench --help``.
+_COMMANDS = (_add_models, _add_simulate, _add_reproduce)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Multibody-dynamics design-optimization workbench (semi-recursive "
+                    "Matrix-R dynamics, implicit trapezoidal rule).")
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the full traceback of errors (debugging)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for add in _COMMANDS:
+        add(sub)
+    return parser
+
+
+def _quiet_numba() -> None:
+    """Hide numba's performance hints printed while the kernels compile."""
+    import warnings
+    try:
+        from numba.core.errors import NumbaPerformanceWarning
+    except ImportError:                                       # pragma: no cover
+        return
+    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
+
+
+def main(argv=None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 2 error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _quiet_numba()
+    try:
+        return int(args.func(args) or 0)
+    except (WorkbenchError, ValueError, CLIError, OSError) as exc:
+        if args.traceback:
+            raise
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
