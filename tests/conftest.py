@@ -83,15 +83,16 @@ def inertia_tensor(values):
 
 
 def random_tree(seed, joint_types=ALL_JOINT_TYPES, gravity=None, name="random-tree",
-                forces=False):
+                forces=False, shuffle=False):
     """An open tree with one body per entry of ``joint_types``, random topology (each body
     hangs from ground or an earlier body), random joint locations, axes, orientations,
     masses, centres of mass and full (non-diagonal) inertia tensors.  Every body carries
     two named points ``p0`` and ``p1``.
 
     ``shuffle`` permutes the joint types (so the tree shape and the position of each
-    type in it change with the seed).  With ``forces`` the model also gets a point-to-point spring-damper, a joint
-    spring-damper, an applied force and an applied torque.
+    type in it change with the seed).  With ``forces`` the model also gets a
+    point-to-point spring-damper, a joint spring-damper, an applied force and an applied
+    torque.
     """
     rng = np.random.default_rng(seed)
     joint_types = list(joint_types)
@@ -155,17 +156,19 @@ def _tree_order(model):
     return order
 
 
+def num(model, x):
+    """Resolve a scalar field of the builder: a number, a parameter name or
+    ``(name, scale)`` (SI values)."""
+    if isinstance(x, str):
+        return model.parameters[x].si_value
+    if isinstance(x, (tuple, list)):
+        return model.parameters[x[0]].si_value * float(x[1])
+    return float(x)
+
+
 def _vec(model, v):
-    """Resolve a numeric 3-vector field (numbers or parameter names, SI)."""
-    out = []
-    for x in v:
-        if isinstance(x, str):
-            out.append(model.parameters[x].si_value)
-        elif isinstance(x, (tuple, list)):
-            out.append(model.parameters[x[0]].si_value * float(x[1]))
-        else:
-            out.append(float(x))
-    return np.array(out)
+    """Resolve a numeric 3-vector field."""
+    return np.array([num(model, x) for x in v])
 
 
 def _point(model, body, spec):
@@ -225,8 +228,8 @@ def ref_point(model, cm, z, body, spec):
 
 def ref_body_mass_data(model, name):
     b = model.bodies[name]
-    m = b.mass if not isinstance(b.mass, str) else model.parameters[b.mass].si_value
-    return float(m), _vec(model, b.com), inertia_tensor(b.inertia)
+    return num(model, b.mass), _vec(model, b.com), \
+        inertia_tensor([num(model, x) for x in b.inertia])
 
 
 # ----------------------------------------------------------------------------------------
@@ -299,6 +302,32 @@ def ref_kinetic_energy(model, cm, z, zd, method="complex"):
     return T
 
 
+def ref_potential_energy(model, cm, z):
+    """Gravity (``-sum m g . x_G``), point-to-point and joint spring energies."""
+    g = np.asarray(model.gravity, dtype=float)
+    poses = ref_body_poses(model, cm, np.asarray(z, dtype=float))
+    V = 0.0
+    for b in model.bodies:
+        if b == GROUND:
+            continue
+        m, com, _ = ref_body_mass_data(model, b)
+        r, A = poses[b]
+        V -= m * g @ (r + A @ com)
+    for s in model.springs.values():
+        x1 = poses[s.body1][0] + poses[s.body1][1] @ _point(model, s.body1, s.point1)
+        x2 = poses[s.body2][0] + poses[s.body2][1] @ _point(model, s.body2, s.point2)
+        V += 0.5 * num(model, s.k) * (np.linalg.norm(x2 - x1) - num(model, s.length)) ** 2
+    for s in model.joint_springs.values():
+        k = _coords_of(cm, s.joint)[s.index]
+        V += 0.5 * num(model, s.k) * (z[k] - num(model, s.q0)) ** 2
+    return V
+
+
+def ref_energy(model, cm, z, zd):
+    """Mechanical energy from the independent kinematics (kinetic + potential)."""
+    return ref_kinetic_energy(model, cm, z, zd) + ref_potential_energy(model, cm, z)
+
+
 def ref_generalized_forces(model, cm, t, z, zd):
     """Generalised forces ``Q`` of gravity, springs, joint springs, applied loads, computed
     from the reference kinematics (point Jacobians by complex step)."""
@@ -328,11 +357,11 @@ def ref_generalized_forces(model, cm, t, z, zd):
         e = d / L
         dL = e @ (J2 - J1)                 # dL/dz
         Ld = dL @ zd
-        T = float(s.k) * (L - float(s.length)) + float(s.c) * Ld
+        T = num(model, s.k) * (L - num(model, s.length)) + num(model, s.c) * Ld
         Q += -T * dL
     for s in model.joint_springs.values():
         k = _coords_of(cm, s.joint)[s.index]
-        Q[k] += -float(s.k) * (z[k] - float(s.q0)) - float(s.c) * zd[k]
+        Q[k] += -num(model, s.k) * (z[k] - num(model, s.q0)) - num(model, s.c) * zd[k]
     for ld in model.loads.values():
         f = ld.function(t)
         d = np.asarray(ld.direction, dtype=float)

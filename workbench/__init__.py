@@ -5,8 +5,11 @@ from .errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFinit
                      WorkbenchError)
 from .model import Model, TimeFunction
 from .simulate import SimulationResult, simulate
+from . import catalog
+from .io import load_model, model_to_dict, save_json
 
 __all__ = ["Model", "TimeFunction", "simulate", "SimulationResult", "WorkbenchError",
            "ModelError", "UnknownNameError", "UnitError", "SimulationError", "AssemblyError",
            "SingularConfigurationError", "NewtonConvergenceError", "NonFiniteError"]
+__all__ += ["catalog", "load_model", "model_to_dict", "save_json"]
 __version__ = "0.1.0"

@@ -105,20 +105,35 @@ def _is_model_file(spec: str) -> bool:
         os.altsep is not None and os.altsep in spec) or Path(spec).is_file()
 
 
-def load_model(spec: str, options: dict | None = None):
+def load_model(spec: str, options: dict | None = None, parameters: dict | None = None):
     """The :class:`~workbench.model.Model` named ``spec`` (shipped) or stored in the file
-    ``spec``.  ``options`` are passed to :func:`workbench.catalog.load`."""
-    options = options or {}
+    ``spec``.
+
+    ``options`` are generator options (``N`` for ``n-four-bar``) or parameter values;
+    ``parameters`` are parameter values only (checked to be parameters of the model).
+    Both are applied when the model is built, so that load-time fields that refer to a
+    parameter (e.g. gravity) follow the new value; values are in the parameter's unit.
+    """
+    options = dict(options or {})
+    parameters = dict(parameters or {})
+    both = sorted(set(options) & set(parameters))
+    if both:
+        raise CLIError(f"{', '.join(both)} given both with --option and --set")
+    kwargs = {**options, **parameters}
     if _is_model_file(spec):
         path = Path(spec)
         if not path.is_file():
             raise CLIError(f"model file not found: {spec}")
-        if options:
-            raise CLIError(f"--option applies to shipped models only, not to the file {spec}")
         from .io import load_model as _load_file
-        return _load_file(path)
-    from . import catalog
-    return catalog.load(spec, **options)
+        model = _load_file(path, **kwargs)
+    else:
+        from . import catalog
+        model = catalog.load(spec, **kwargs)
+    for name in parameters:
+        if name not in model.parameters:
+            from .errors import UnknownNameError
+            raise UnknownNameError("parameter", name, model.parameters)
+    return model
 
 
 def _model_defaults(model) -> tuple[float, float]:
@@ -194,11 +209,11 @@ def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | N
 
     formulation_code(formulation)            # fail early on a bad name
     t_start = time.perf_counter()
-    model = load_model(spec, options)
+    model = load_model(spec, options, parameters)
     d_end, d_dt = _model_defaults(model)
     t_end = d_end if t_end is None else float(t_end)
     dt = d_dt if dt is None else float(dt)
-    cm = model.compile(parameters or {})
+    cm = model.compile()
     warmup = 0.0
     if warm_up:
         # one step first, so that the reported wall time excludes the just-in-time
@@ -385,7 +400,8 @@ def _add_simulate(sub):
                    help="override a model parameter (value in the parameter's own unit); "
                         "repeatable")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="option of a shipped model, e.g. N=40 for n-four-bar; repeatable")
+                   help="model option, e.g. N=40 for n-four-bar (generator options or "
+                        "parameter values); repeatable")
     p.add_argument("--history-stride", type=_positive_int, default=1, metavar="K",
                    help="write every K-th step to history.csv (default 1: all)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
