@@ -235,6 +235,21 @@ def test_slider_crank_at_dead_point_with_slider_dof_is_singular():
     assert res.max_constraint_violation < 1e-10   # position tolerance 1e-12 + rounding
 
 
+@pytest.mark.xfail(strict=True, reason="engine diagnostic bug: running into the dead point "
+                   "with the slider as degree of freedom ends in NewtonConvergenceError "
+                   "('reduce the time step', also at h = 1e-4) or AssemblyError instead of "
+                   "SingularConfigurationError naming the DOF")
+def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
+    """Slider as DOF, moving towards the dead point (no gravity): the crank reaches
+    theta = 0 where the slider position no longer determines the configuration."""
+    model = planar_slider_crank(0.5)
+    model.joints["slide"].qd0 = [0.5]
+    model.gravity = [0.0, 0.0, 0.0]
+    with pytest.raises(SingularConfigurationError) as exc:
+        simulate(model, 1.0, 1e-3)
+    assert 0.0 < exc.value.time < 1.0 and "['slide']" in str(exc.value)
+
+
 def test_rocker_as_dof_at_its_extreme_position_is_singular():
     """Crank and coupler aligned: the rocker is at an extreme, and its angle does not
     determine the crank angle (a poor choice of degree of freedom there)."""

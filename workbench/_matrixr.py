@@ -28,6 +28,7 @@ ST_NONFINITE = 4
 ST_MASS = 5
 
 NOISE_TOL = 1e-7
+MAX_SUB = 16
 
 FORM_COM = 0     # SR-I, RTdyn0: centre of mass of each body as reference point
 FORM_ORIGIN = 1  # SR-II, RTdyn1: global origin as reference point
@@ -449,6 +450,12 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     if conservative:
         E_out[0] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
 
+    ca = a.copy()
+    czi = zi.copy()
+    czdi = zdi.copy()
+    cz = z.copy()
+    czd = zd.copy()
+    czdd = zdd.copy()
     an = a.copy()
     zin = zi.copy()
     zdin = zdi.copy()
@@ -456,67 +463,103 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     zdn = zd.copy()
     zddn = zdd.copy()
     for step in range(1, nsteps + 1):
-        t = t0 + step * h
-        for k in range(d):
-            a[k] = an[k]
-        for k in range(n):
-            z[k] = zn[k] + h * zdn[k] + 0.5 * h * h * zddn[k]
-        converged = False
-        dnorm = np.inf
-        rbest = np.inf
-        iters = 0
-        rn = 0.0
-        for it in range(newton_maxit + 1):
-            for k in range(d):
-                zi[k] = zin[k] + h * zdin[k] + 0.25 * h * h * (an[k] + a[k])
-                zdi[k] = zdin[k] + 0.5 * h * (an[k] + a[k])
-            st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, True)
-            if st != OK:
-                return st, step, t, err, bad
-            st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
-            if st != OK:
-                return st, step, t, 0.0, bad
-            for k in range(n):
-                zdd[k] = zddb[k]
-                for j in range(d):
-                    zdd[k] += Rphi[k, j] * a[j]
-            Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
-            res[:] = Rphi.T @ tau
-            rn = _maxabs(res)
-            if not np.isfinite(rn):
-                return ST_NONFINITE, step, t, rn, -1
-            anorm = 1.0 + _maxabs(a)
-            if it > 0 and dnorm <= newton_tol * anorm:
-                converged = True
-                iters = it
+        # On Newton failure the step is retried as 2, 4, ... MAX_SUB equal sub-steps
+        # (outputs stay at the fixed step h); other failures end the run.
+        nsub = 1
+        bad = -1
+        err = 0.0
+        while True:
+            ca[:] = an
+            czi[:] = zin
+            czdi[:] = zdin
+            cz[:] = zn
+            czd[:] = zdn
+            czdd[:] = zddn
+            status = OK
+            iters_total = 0
+            hs = h / nsub
+            for sub in range(nsub):
+                t = t0 + (step - 1) * h + (sub + 1) * hs
+                for k in range(d):
+                    a[k] = ca[k]
+                for k in range(n):
+                    z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
+                converged = False
+                dnorm = np.inf
+                rbest = np.inf
+                iters = 0
+                rn = 0.0
+                for it in range(newton_maxit + 1):
+                    for k in range(d):
+                        zi[k] = czi[k] + hs * czdi[k] + 0.25 * hs * hs * (ca[k] + a[k])
+                        zdi[k] = czdi[k] + 0.5 * hs * (ca[k] + a[k])
+                    st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, True)
+                    if st != OK:
+                        status = st
+                        break
+                    st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
+                    if st != OK:
+                        status = st
+                        break
+                    for k in range(n):
+                        zdd[k] = zddb[k]
+                        for j in range(d):
+                            zdd[k] += Rphi[k, j] * a[j]
+                    Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+                    res[:] = Rphi.T @ tau
+                    rn = _maxabs(res)
+                    if not np.isfinite(rn):
+                        status = ST_NONFINITE
+                        break
+                    anorm = 1.0 + _maxabs(a)
+                    if it > 0 and dnorm <= newton_tol * anorm:
+                        converged = True
+                        iters = it
+                        break
+                    # Near singular positions the residual has a rounding-noise floor (the
+                    # projection amplifies position round-off by 1/sigma): accept a stagnating
+                    # iteration once the correction is below NOISE_TOL relative.
+                    if it >= 4 and dnorm <= NOISE_TOL * anorm and rn >= 0.5 * rbest:
+                        converged = True
+                        iters = it
+                        break
+                    rbest = min(rbest, rn)
+                    if it == newton_maxit:
+                        break
+                    if it == 0:
+                        mass_matrix(ma, p, ws, form, n, Md)
+                        force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
+                        _project(Rphi, Md, Mb)
+                        _project(Rphi, Kd, Kb)
+                        _project(Rphi, Cd, Cb)
+                        for i in range(d):
+                            for j in range(d):
+                                Tm[i, j] = Mb[i, j] + 0.5 * hs * Cb[i, j] + 0.25 * hs * hs * Kb[i, j]
+                    da, ok = lu_solve_small(Tm, -res)
+                    if not ok:
+                        status = ST_MASS
+                        break
+                    for k in range(d):
+                        a[k] += da[k]
+                    dnorm = _maxabs(da)
+                if status == OK and not converged:
+                    status = ST_NEWTON
+                if status != OK:
+                    break
+                iters_total += iters
+                ca[:] = a
+                czi[:] = zi
+                czdi[:] = zdi
+                cz[:] = z
+                czd[:] = zd
+                czdd[:] = zdd
+            if status == OK:
                 break
-            # Near singular positions the residual has a rounding-noise floor (the
-            # projection amplifies position round-off by 1/sigma): accept a stagnating
-            # iteration once the correction is below NOISE_TOL relative.
-            if it >= 4 and dnorm <= NOISE_TOL * anorm and rn >= 0.5 * rbest:
-                converged = True
-                iters = it
-                break
-            rbest = min(rbest, rn)
-            if it == newton_maxit:
-                break
-            if it == 0:
-                mass_matrix(ma, p, ws, form, n, Md)
-                force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
-                _project(Rphi, Md, Mb)
-                _project(Rphi, Kd, Kb)
-                _project(Rphi, Cd, Cb)
-                for i in range(d):
-                    for j in range(d):
-                        Tm[i, j] = Mb[i, j] + 0.5 * h * Cb[i, j] + 0.25 * h * h * Kb[i, j]
-            da, ok = lu_solve_small(Tm, -res)
-            if not ok:
-                return ST_MASS, step, t, 0.0, -1
-            for k in range(d):
-                a[k] += da[k]
-            dnorm = _maxabs(da)
-        if not converged:
-            return ST_NEWTON, step, t, rn, -1
+            if (status == ST_NEWTON or status == ST_POSITION) and nsub < MAX_SUB:
+                nsub *= 2
+                continue
+            return status, step, t, (err if status == ST_POSITION else rn), bad
+        iters = iters_total
         _store(step, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out,
                ZDI_out, ZDDI_out)
         K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
