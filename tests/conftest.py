@@ -13,7 +13,6 @@ import importlib
 import math
 
 import numpy as np
-import pytest
 
 from workbench import Model
 from workbench.model import GROUND
@@ -33,11 +32,6 @@ def rot(axis, q):
     a = a / np.linalg.norm(a)
     K = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
     return np.eye(3) + np.sin(q) * K + (1.0 - np.cos(q)) * (K @ K)
-
-
-def skew(v):
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]],
-                    dtype=np.result_type(v[0], float))
 
 
 def vee(W):
@@ -545,8 +539,3 @@ def n_four_bar(N=4, v0=1.0, gravity=9.81):
               point2="tip")
     m.dof("crank0")
     return m
-
-
-@pytest.fixture(scope="session")
-def catalog():
-    return catalog_or_none()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench import Model, _kernels as K, _matrixr as MR
+from workbench import _kernels as K, _matrixr as MR
 from workbench.kinematics import _constraint_jacobian, state_terms
 from workbench.model import GROUND
 
@@ -56,7 +56,8 @@ def test_mass_matrix_matches_cartesian_reference(seed):
         # error ~ eps/h = 1e-10 (roundoff) + h^2 = 1e-12 (truncation), squared into M
         np.testing.assert_allclose(M, Mref, rtol=0, atol=1e-8 * np.abs(Mref).max(),
                                    err_msg=f"formulation {form}")
-    # symmetric positive definite (a kinetic energy is positive)
+    # symmetric (1e-14 relative: both triangles are written from the same products) and
+    # positive definite (a kinetic energy is positive)
     np.testing.assert_allclose(M, M.T, atol=1e-14 * np.abs(M).max())
     assert np.linalg.eigvalsh(Mref).min() > 0
 
@@ -197,7 +198,7 @@ def test_projected_terms_match_independent_reference(seed):
     np.testing.assert_allclose(B @ zb, 0.0, atol=1e-12)  # exact zeros up to rounding
     # the velocity satisfies the velocity constraints and reproduces the DOF rates
     np.testing.assert_allclose(Jc @ zd, 0.0, atol=1e-10)  # least-squares rounding
-    np.testing.assert_allclose(B @ zd, cm.zdi0, atol=1e-12)
+    np.testing.assert_allclose(B @ zd, cm.zdi0, atol=1e-12)  # unit rows of B: rounding
     # projected mass matrix and forces against the independent references
     Mref = ref_mass_matrix(model, cm, z, method="complex")
     # 1e-11 relative: complex-step Jacobians are exact to rounding; R^T M R sums ~n^2

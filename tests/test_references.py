@@ -72,7 +72,7 @@ def test_pendulum_period_matches_complete_elliptic_integral(source):
     h = 1e-3
     res = simulate(model, 5.0, h)
     xy = _bob_xy(model, res)
-    # horizontal release at x = +L: the bob starts at (1, 0)
+    # horizontal release at x = +L: the bob starts at (1, 0) (1e-12 m: rounding)
     np.testing.assert_allclose(xy[0], [1.0, 0.0], atol=1e-12)
     # times at which the bob crosses the bottom (x = 0, y < 0), with cubic Hermite
     # interpolation of x(t) (x' from the central difference of the sampled x)
@@ -94,7 +94,8 @@ def test_pendulum_period_matches_complete_elliptic_integral(source):
         crossings.append(res.t[i] + s * h)
     assert len(crossings) >= 4
     period_exact = 4.0 * ellipk(0.5) * math.sqrt(1.0 / G)   # m = sin^2(pi/4) = 1/2
-    assert period_exact == pytest.approx(2.3678, abs=1e-4)  # textbook value for 90 deg
+    # textbook value for a 90 deg amplitude, T = 1.1803 T0 (quoted to 5 digits)
+    assert period_exact == pytest.approx(2.3678, abs=1e-4)
     # crossings i and i+2 are one period apart
     periods = np.array(crossings[2:]) - np.array(crossings[:-2])
     # 2e-5 relative: trapezoidal phase error ~ (w h)^2 / 12 ~ 1e-6 per period, plus the
@@ -186,7 +187,7 @@ def test_slider_crank_initial_velocities_match_benchmark_values(source):
     np.testing.assert_allclose(Jv @ st.zd, [0.12, -0.24, 0.0], atol=1e-10)
     np.testing.assert_allclose(Jw @ st.zd, [1.92, -0.96, 0.48], atol=1e-10)
     np.testing.assert_allclose(jac["slider"][1] @ st.zd, [0.24, 0.0, 0.0], atol=1e-10)
-    # initial slider position sqrt(0.3^2 - 0.1^2 - 0.2^2) = 0.2 m
+    # initial slider position sqrt(0.3^2 - 0.1^2 - 0.2^2) = 0.2 m (assembly to 1e-12)
     assert ref_point(model, cm, st.z, "slider", (0, 0, 0))[0] == pytest.approx(0.2, abs=1e-12)
 
 
@@ -207,7 +208,7 @@ def test_slider_crank_matches_iftomm_reference_histories(source):
     res = simulate(model, 1.2, h)
     cm = res.compiled
     idx = np.rint(ref[:, 0] / h).astype(int)
-    np.testing.assert_allclose(res.t[idx], ref[:, 0], atol=1e-12)
+    np.testing.assert_allclose(res.t[idx], ref[:, 0], atol=1e-12)  # same sampling instants
     x = np.array([ref_point(model, cm, res.z[i], "slider", (0, 0, 0))[0] for i in idx])
     # 1e-3 m: the library's 'high precision' threshold; the two submissions differ from
     # each other by up to 8.7e-4 m over this interval.  (Changing g or the initial crank

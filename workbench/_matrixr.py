@@ -509,7 +509,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     res[:] = Rphi.T @ tau
                     rn = _maxabs(res)
                     if not np.isfinite(rn):
-                        status = ST_NONFINITE
+                        # non-finite at the predictor: bad input; after updates: divergence
+                        status = ST_NONFINITE if it == 0 else ST_NEWTON
+                        rn = rbest
                         break
                     anorm = 1.0 + _maxabs(a)
                     if it > 0 and dnorm <= newton_tol * anorm:
