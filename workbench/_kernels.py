@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
-                      FIXED, PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP,
+                      PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP,
                       TF_STEPS)
 
 # ----------------------------------------------------------------------------------------
@@ -37,32 +37,6 @@ def _cross(a, b, out):
     out[0] = a[1] * b[2] - a[2] * b[1]
     out[1] = a[2] * b[0] - a[0] * b[2]
     out[2] = a[0] * b[1] - a[1] * b[0]
-
-
-@njit(cache=True)
-def cross(a, b):
-    out = np.empty(3)
-    _cross(a, b, out)
-    return out
-
-
-@njit(cache=True)
-def rot_axis(a, q):
-    """Rotation matrix of angle ``q`` about unit axis ``a`` (Rodrigues)."""
-    c = np.cos(q)
-    s = np.sin(q)
-    v = 1.0 - c
-    R = np.empty((3, 3))
-    R[0, 0] = c + a[0] * a[0] * v
-    R[0, 1] = a[0] * a[1] * v - a[2] * s
-    R[0, 2] = a[0] * a[2] * v + a[1] * s
-    R[1, 0] = a[1] * a[0] * v + a[2] * s
-    R[1, 1] = c + a[1] * a[1] * v
-    R[1, 2] = a[1] * a[2] * v - a[0] * s
-    R[2, 0] = a[2] * a[0] * v - a[1] * s
-    R[2, 1] = a[2] * a[1] * v + a[0] * s
-    R[2, 2] = c + a[2] * a[2] * v
-    return R
 
 
 @njit(cache=True)
@@ -189,19 +163,16 @@ def frame_positions(ma, p, z, A, r, u):
 
 
 @njit(cache=True)
-def body_local_point(ma, p, b, fld):
-    """Coordinates, in the frame of body ``b``'s tree node, of the body point stored at ``fld``."""
+def _body_point(ma, p, A, r, b, fld, out):
+    """Global position of the point of body ``b`` whose body-frame coordinates are the
+    three fields at ``fld`` (the body origin offset ``b_org`` is added)."""
     o = ma.b_org[b]
-    out = np.empty(3)
+    x0 = p[o] + p[fld]
+    x1 = p[o + 1] + p[fld + 1]
+    x2 = p[o + 2] + p[fld + 2]
+    f = ma.b_frame[b]
     for i in range(3):
-        out[i] = p[o + i] + p[fld + i]
-    return out
-
-
-@njit(cache=True)
-def to_global(A, r, f, x, out):
-    for i in range(3):
-        out[i] = r[f, i] + A[f, i, 0] * x[0] + A[f, i, 1] * x[1] + A[f, i, 2] * x[2]
+        out[i] = r[f, i] + A[f, i, 0] * x0 + A[f, i, 1] * x1 + A[f, i, 2] * x2
 
 
 @njit(cache=True)
@@ -213,13 +184,7 @@ def point_position(ma, p, A, r, k, out):
         for i in range(3):
             out[i] = p[fld + i]
         return
-    o = ma.b_org[b]
-    x0 = p[o] + p[fld]
-    x1 = p[o + 1] + p[fld + 1]
-    x2 = p[o + 2] + p[fld + 2]
-    f = ma.b_frame[b]
-    for i in range(3):
-        out[i] = r[f, i] + A[f, i, 0] * x0 + A[f, i, 1] * x1 + A[f, i, 2] * x2
+    _body_point(ma, p, A, r, b, fld, out)
 
 
 @njit(cache=True)
@@ -239,14 +204,8 @@ def vector_global(ma, A, k, out):
 def body_inertia(ma, p, A, r, b, g, JG):
     """Mass, global centre of mass ``g`` and global centroidal inertia ``JG`` of body ``b``."""
     m = p[ma.b_mass[b]]
-    o = ma.b_org[b]
-    c = ma.b_com[b]
-    x0 = p[o] + p[c]
-    x1 = p[o + 1] + p[c + 1]
-    x2 = p[o + 2] + p[c + 2]
+    _body_point(ma, p, A, r, b, ma.b_com[b], g)
     f = ma.b_frame[b]
-    for i in range(3):
-        g[i] = r[f, i] + A[f, i, 0] * x0 + A[f, i, 1] * x1 + A[f, i, 2] * x2
     k = ma.b_inr[b]
     J00, J11, J22 = p[k], p[k + 1], p[k + 2]
     J01, J02, J12 = p[k + 3], p[k + 4], p[k + 5]

@@ -398,11 +398,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     """
     n = z0.shape[0]
     d = zi0.shape[0]
-    m = ma.c_type.shape[0]
     ws = make_workspace(ma, n)
-    phi = ws[10]
-    A, r = ws[0], ws[1]
-    Z, Zd = ws[4], ws[5]
     z = z0.copy()
     zd = np.zeros(n)
     zddb = np.zeros(n)
@@ -440,15 +436,8 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
         zdd[k] = zddb[k]
         for j in range(d):
             zdd[k] += Rphi[k, j] * a[j]
-    _store(0, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
-           ZDDI_out)
-    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
-    VIOL_out[0] = _maxabs(phi)
-    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
-    VVIOL_out[0] = _maxabs(phi)
-    IT_out[0] = 0
-    if conservative:
-        E_out[0] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
+    _record(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
+            ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
 
     ca = a.copy()
     czi = zi.copy()
@@ -561,16 +550,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                 nsub *= 2
                 continue
             return status, step, t, (err if status == ST_POSITION else rn), bad
-        iters = iters_total
-        _store(step, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out,
-               ZDI_out, ZDDI_out)
-        K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
-        VIOL_out[step] = _maxabs(phi)
-        K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
-        VVIOL_out[step] = _maxabs(phi)
-        IT_out[step] = iters
-        if conservative:
-            E_out[step] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
+        _record(ma, p, ws, step, t, z, zd, zdd, zi, zdi, a, iters_total, Vpot, conservative,
+                T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
+                IT_out, E_out)
         an[:] = a
         zin[:] = zi
         zdin[:] = zdi
@@ -590,8 +572,11 @@ def _maxabs(x):
 
 
 @njit(cache=True)
-def _store(k, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
-           ZDDI_out):
+def _record(ma, p, ws, k, t, z, zd, zdd, zi, zdi, a, iters, Vpot, conservative, T_out, Z_out,
+            ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out):
+    """Store output row ``k``: state, constraint violations, iterations and energy (the
+    kinematics in ``ws`` are those of the state)."""
+    A, r, Z, Zd, phi = ws[0], ws[1], ws[4], ws[5], ws[10]
     T_out[k] = t
     Z_out[k] = z
     ZD_out[k] = zd
@@ -599,6 +584,13 @@ def _store(k, t, z, zd, zdd, zi, zdi, a, T_out, Z_out, ZD_out, ZDD_out, ZI_out, 
     ZI_out[k] = zi
     ZDI_out[k] = zdi
     ZDDI_out[k] = a
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
+    VIOL_out[k] = _maxabs(phi)
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
+    VVIOL_out[k] = _maxabs(phi)
+    IT_out[k] = iters
+    if conservative:
+        E_out[k] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
 
 
 # ----------------------------------------------------------------------------------------

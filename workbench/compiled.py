@@ -16,7 +16,7 @@ import numpy as np
 from . import _arrays as AR
 from .errors import ModelError, UnitError, UnknownNameError
 from .model import GROUND, _COORD_SUFFIX, Model, TimeFunction, _perpendiculars, _unit
-from .units import SI_UNIT, dimension_of
+from .units import dimension_of
 
 _TF_KIND = {"constant": AR.TF_CONST, "polynomial": AR.TF_POLY, "sine": AR.TF_SINE,
             "smoothstep": AR.TF_SMOOTHSTEP, "steps": AR.TF_STEPS}
@@ -55,14 +55,12 @@ class _Builder:
             val = float(overrides.get(name, prm.value))
             if not np.isfinite(val):
                 raise ModelError(f"parameter {name!r} has a non-finite value {val!r}")
-            dim = dimension_of(prm.unit) if prm.unit else None
             factor = 1.0
             if prm.unit:
                 from .units import _UNITS
                 factor = _UNITS[prm.unit.strip()][1]
             self.param_values[name] = val
             self.param_factor[name] = factor
-        self.param_dim: dict[str, str] = {}
         self.const: list[float] = []
         self.terms: list[dict] = []
         self.where: list[str] = []
@@ -120,7 +118,6 @@ class _Builder:
             if pdim not in ok:
                 raise UnitError(f"{where}: parameter {name!r} has unit {prm.unit!r} "
                                 f"({pdim}), but this field needs a {dimension}")
-        self.param_dim.setdefault(name, dimension)
         return _Lin(0.0, {name: scale * self.param_factor[name]})
 
     def add_field(self, lin: _Lin, where: str) -> int:
@@ -326,7 +323,6 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
     for i, b in enumerate(bodies):
         B.body_index[b] = i
     # ---- bodies: origin offset, mass, centre of mass, inertia
-    nb = len(bodies)
     b_org, b_mass, b_com, b_inr = [], [], [], []
     joint_of_body = {j.child: j for j in order}
     for bname in bodies:
@@ -390,7 +386,6 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         fr_body[pf] = B.body_index[j.child]
         body_frame[j.child] = pf
         joint_coords[j.name] = coords
-    n = len(coord_names)
     b_frame = [body_frame[b] for b in bodies]
 
     # named points are compiled eagerly so that measures and DOF can refer to them

@@ -183,8 +183,6 @@ def assemble(cm, t: float = 0.0) -> StateTerms:
     try:
         return state_terms(cm, t)
     except AssemblyError as exc:
-        # name the worst constraints at the last iterate
-        Jc, A, r = _constraint_jacobian(cm.arrays, cm.z_guess)
         raise AssemblyError(f"model {cm.name!r} cannot be assembled from the initial guess "
                             f"with the degrees of freedom {list(cm.dof_names)} fixed: {exc}",
                             t, exc.residual, exc.constraints) from None

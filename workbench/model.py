@@ -38,8 +38,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ModelError, UnitError, UnknownNameError
-from .units import SI_UNIT, dimension_of, to_si
+from .errors import ModelError, UnknownNameError
+from .units import dimension_of, to_si
 
 GROUND = "ground"
 
@@ -171,12 +171,6 @@ class Parameter:
     def si_value(self) -> float:
         return to_si(self.value, self.unit, dimension_of(self.unit) if self.unit else
                      "dimensionless", f"parameter {self.name}")
-
-    @property
-    def si_factor(self) -> float:
-        return self.si_value / self.value if self.value != 0 else to_si(
-            1.0, self.unit, dimension_of(self.unit) if self.unit else "dimensionless",
-            f"parameter {self.name}")
 
 
 @dataclass
