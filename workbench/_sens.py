@@ -14,7 +14,8 @@ of the residual and of the objective *measures* ``m`` (point positions, velociti
 accelerations, angular velocities, coordinates).  ``K`` and ``C`` are
 the seed's ``Kbar + Mbar_z zdd^i`` and ``Cbar`` (eqs 50-52) and ``P`` is
 ``-(Qbar_rho - Mbar_rho zdd^i)`` (eq 49); they are built from the tangent kernels of
-:mod:`_tangent` through the implicit derivatives of the position, velocity and
+:mod:`_tangent` (the inverse-dynamics tangent of the formulation in use: SR-I/RTdyn0 or
+SR-II/RTdyn1) through the implicit derivatives of the position, velocity and
 acceleration problems (eqs 32-38) and of ``R^Phi`` (eqs 56-57: ``dR = -Theta^+ dTheta R``).
 
 :func:`direct_sweep` propagates the sensitivities forward (discrete direct method = the
@@ -195,6 +196,19 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
     for j in range(d):
         K.frame_velocities(ma, R[:, j].copy(), bcol, ZR[j])
     RjT = np.ascontiguousarray(R.T)
+    # SR-I primal terms (reference points, columns, velocities at the centres of mass)
+    Pc = np.zeros((nf, 3))
+    bv = np.zeros((nf, 6))
+    Vc = np.zeros((nf, 6))
+    Vdc = np.zeros((nf, 6))
+    dPc = np.zeros((nf, 3))
+    dbv = np.zeros((nf, 6))
+    dVc = np.zeros((nf, 6))
+    dVdc = np.zeros((nf, 6))
+    if form == MR.FORM_COM:
+        K.reference_points(ma, p, A, r, Pc)
+        K.com_columns(ma, r, u, Pc, bv)
+        K.com_kinematics(ma, zd, zdd, r, u, Pc, bv, Vc, Vdc)
     # work arrays
     dp = np.zeros(nfield)
     dz = np.zeros(n)
@@ -283,8 +297,16 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
         # ---- residual: dr = R^T dtau + dR^T tau,  dR^T tau = -(dTheta R)^T mu  (eqs 53-57)
         T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
                            dnb, dQj)
-        T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db, dZ,
-                                    dZd, dfb, dnb, dQj, dtau)
+        if form == MR.FORM_ORIGIN:
+            T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
+                                        dZ, dZd, dfb, dnb, dQj, dtau)
+        else:
+            T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc)
+            T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
+            T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
+                               dVc, dVdc)
+            T.inverse_dynamics_com_t(ma, p, dp, A, r, Pc, bv, Vc, Vdc, fb, nb_, Qj, th, dr, dPc,
+                                     dbv, dVc, dVdc, dfb, dnb, dQj, dtau)
         for j in range(d):
             s = 0.0
             for k in range(n):

@@ -668,3 +668,200 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
             for i in range(6):
                 Fs[par, i] += Fs[f, i]
                 dFs[par, i] += dFs[f, i]
+
+
+# ----------------------------------------------------------------------------------------
+# SR-I (reference point: centre of mass of each body, RTdyn0)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def reference_points_t(ma, p, dp, A, r, th, dr, P, dP):
+    """Tangent of :func:`_kernels.reference_points`."""
+    nf = ma.fr_parent.shape[0]
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dJG = np.empty((3, 3))
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b >= 0:
+            K.body_inertia(ma, p, A, r, b, g, JG)
+            body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dP[f], dJG)
+        else:
+            for i in range(3):
+                dP[f, i] = dr[f, i]
+
+
+@njit(cache=True)
+def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
+    """Tangent of :func:`_kernels.com_columns`: revolute ``[u x (P - r); u]``."""
+    nf = ma.fr_parent.shape[0]
+    d = np.empty(3)
+    dd = np.empty(3)
+    for f in range(nf):
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            for i in range(3):
+                d[i] = P[f, i] - r[f, i]
+                dd[i] = dP[f, i] - dr[f, i]
+            _cx(du[f], d, dbv[f, 0:3])
+            _cxadd(u[f], dd, dbv[f, 0:3], 1.0)
+            for i in range(3):
+                dbv[f, 3 + i] = du[f, i]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                dbv[f, i] = du[f, i]
+                dbv[f, 3 + i] = 0.0
+        else:
+            for i in range(6):
+                dbv[f, i] = 0.0
+
+
+@njit(cache=True)
+def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
+    """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations)."""
+    nf = ma.fr_parent.shape[0]
+    dPP = np.empty(3)
+    tdPP = np.empty(3)
+    dPr = np.empty(3)
+    tdPr = np.empty(3)
+    wpu = np.empty(3)
+    dwpu = np.empty(3)
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    zero3 = np.zeros(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q1 = zd[c] if c >= 0 else 0.0
+        q2 = zdd[c] if c >= 0 else 0.0
+        dq1 = dzd[c] if c >= 0 else 0.0
+        dq2 = dzdd[c] if c >= 0 else 0.0
+        for i in range(6):
+            dV[f, i] = dbv[f, i] * q1 + bv[f, i] * dq1
+            dVd[f, i] = dbv[f, i] * q2 + bv[f, i] * dq2
+        if par >= 0:
+            wp = V[par, 3:6]
+            dwp = dV[par, 3:6]
+            wdp = Vd[par, 3:6]
+            dwdp = dVd[par, 3:6]
+            for i in range(3):
+                dPP[i] = P[f, i] - P[par, i]
+                tdPP[i] = dP[f, i] - dP[par, i]
+                dPr[i] = r[f, i] - P[par, i]
+                tdPr[i] = dr[f, i] - dP[par, i]
+            for i in range(3):
+                dV[f, i] += dV[par, i]
+                dV[f, 3 + i] += dwp[i]
+                dVd[f, i] += dVd[par, i]
+                dVd[f, 3 + i] += dwdp[i]
+            _cxadd(dwp, dPP, dV[f, 0:3], 1.0)
+            _cxadd(wp, tdPP, dV[f, 0:3], 1.0)
+            _cxadd(dwdp, dPP, dVd[f, 0:3], 1.0)
+            _cxadd(wdp, tdPP, dVd[f, 0:3], 1.0)
+        else:
+            wp = zero3
+            dwp = zero3
+            for i in range(3):
+                dPP[i] = 0.0
+                tdPP[i] = 0.0
+                dPr[i] = 0.0
+                tdPr[i] = 0.0
+        typ = ma.fr_type[f]
+        out = dVd[f, 0:3]
+        if typ == REVOLUTE:
+            _centripetal_t(wp, dwp, dPr, tdPr, out, 1.0, t1, t2)
+            wf = V[f, 3:6]
+            dwf = dV[f, 3:6]
+            for i in range(3):
+                dPr[i] = P[f, i] - r[f, i]
+                tdPr[i] = dP[f, i] - dr[f, i]
+            _centripetal_t(wf, dwf, dPr, tdPr, out, 1.0, t1, t2)
+            _cx(wp, u[f], wpu)
+            _cx(dwp, u[f], dwpu)
+            _cxadd(wp, du[f], dwpu, 1.0)
+            # q1 (wpu x (P - r)) and q1 wpu
+            _cx(wpu, dPr, t1)
+            _cx(dwpu, dPr, t2)
+            _cxadd(wpu, tdPr, t2, 1.0)
+            for i in range(3):
+                out[i] += dq1 * t1[i] + q1 * t2[i]
+                dVd[f, 3 + i] += dq1 * wpu[i] + q1 * dwpu[i]
+        else:
+            _centripetal_t(wp, dwp, dPP, tdPP, out, 1.0, t1, t2)
+            if typ == PRISMATIC:
+                _cx(wp, u[f], wpu)
+                _cx(dwp, u[f], dwpu)
+                _cxadd(wp, du[f], dwpu, 1.0)
+                for i in range(3):
+                    out[i] += 2.0 * (dq1 * wpu[i] + q1 * dwpu[i])
+
+
+@njit(cache=True)
+def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, dP, dbv, dV,
+                           dVd, dfb, dnb, dQj, dtau):
+    """Tangent of :func:`_kernels.inverse_dynamics_com`: Newton-Euler at each centre of
+    mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
+    shift ``N_p += (P_c - P_p) x F_c``."""
+    nf = ma.fr_parent.shape[0]
+    Fs = np.zeros((nf, 6))
+    dFs = np.zeros((nf, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dg = np.empty(3)
+    dJG = np.empty((3, 3))
+    Jw = np.empty(3)
+    dJw = np.empty(3)
+    t1 = np.empty(3)
+    dt1 = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b < 0:
+            continue
+        m = K.body_inertia(ma, p, A, r, b, g, JG)
+        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        w = V[f, 3:6]
+        dw = dV[f, 3:6]
+        wd = Vd[f, 3:6]
+        dwd = dVd[f, 3:6]
+        for i in range(3):
+            Fs[f, i] = m * Vd[f, i] - fb[b, i]
+            dFs[f, i] = dm * Vd[f, i] + m * dVd[f, i] - dfb[b, i]
+        for i in range(3):
+            Jw[i] = 0.0
+            dJw[i] = 0.0
+            Fs[f, 3 + i] = -nb_[b, i]
+            dFs[f, 3 + i] = -dnb[b, i]
+            for j in range(3):
+                Jw[i] += JG[i, j] * w[j]
+                dJw[i] += dJG[i, j] * w[j] + JG[i, j] * dw[j]
+                Fs[f, 3 + i] += JG[i, j] * wd[j]
+                dFs[f, 3 + i] += dJG[i, j] * wd[j] + JG[i, j] * dwd[j]
+        N = Fs[f, 3:6]
+        dN = dFs[f, 3:6]
+        _cxadd(w, Jw, N, 1.0)
+        _cxadd(dw, Jw, dN, 1.0)
+        _cxadd(w, dJw, dN, 1.0)
+        _cxadd(g, fb[b], N, 1.0)
+        _cxadd(dg, fb[b], dN, 1.0)
+        _cxadd(g, dfb[b], dN, 1.0)
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += dbv[f, i] * Fs[f, i] + bv[f, i] * dFs[f, i]
+            dtau[c] = s - dQj[c]
+        if par >= 0:
+            for i in range(3):
+                t1[i] = P[f, i] - P[par, i]
+                dt1[i] = dP[f, i] - dP[par, i]
+            Ff = Fs[f, 0:3]
+            dFf = dFs[f, 0:3]
+            for i in range(6):
+                Fs[par, i] += Fs[f, i]
+                dFs[par, i] += dFs[f, i]
+            _cxadd(t1, Ff, Fs[par, 3:6], 1.0)
+            _cxadd(dt1, Ff, dFs[par, 3:6], 1.0)
+            _cxadd(t1, dFf, dFs[par, 3:6], 1.0)
