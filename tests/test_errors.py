@@ -327,9 +327,6 @@ def test_non_finite_value_during_a_run():
     assert isinstance(exc.value, FloatingPointError) and isinstance(exc.value, SimulationError)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a spring of zero length at the initial "
-                   "state raises a bare ZeroDivisionError from the numba kernel "
-                   "(applied_forces divides by L) instead of a typed WorkbenchError")
 def test_zero_length_spring_raises_a_typed_error():
     m = Model("zero-spring", gravity=(0.0, -9.81, 0.0))
     m.body("bob", 1.0, com=(1.0, 0, 0), inertia=(0.1, 0.1, 0.1), points={"P": (1.0, 0, 0)})

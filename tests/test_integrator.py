@@ -239,9 +239,6 @@ def test_driven_coordinate_follows_its_drive_and_free_motion_matches_ode():
     np.testing.assert_allclose(res.coordinate("swing"), ode.y[0], atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a fully driven mechanism (0 degrees of "
-                   "freedom) fails at t = 0 with 'projected mass matrix R^T M R is singular' "
-                   "because lu_solve_small reports failure on the empty 0x0 system")
 def test_fully_driven_mechanism_is_a_kinematic_simulation():
     m = Model("driven-crank", gravity=(0.0, -9.81, 0.0), planar=True)
     m.body("crank", 1.0, com=(0.05, 0, 0), inertia=(0, 0, 1e-3))

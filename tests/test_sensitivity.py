@@ -250,3 +250,36 @@ def test_parameter_errors_are_typed():
     with pytest.raises(UnknownNameError):
         sensitivity("five-bar", objectives=O.point_velocity("v", "bar_12.9"), t_end=0.01,
                     dt=1e-3)
+
+
+def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
+    import json
+    import pandas as pd
+    from workbench.cli import main
+    assert main(["reproduce", "five-bar", "--quick", "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "five-bar" / "gradients.csv")
+    assert list(df.columns[:3]) == ["objective", "parameter", "unit"]
+    for col in ("direct_sr", "adjoint_sr", "direct_sr_cont", "adjoint_sr_cont", "fd",
+                "published"):
+        assert col in df.columns
+    assert len(df) == 15
+    # 1e-9: discrete direct and adjoint are the same recursion, forward and transposed
+    assert _rel_err(df.adjoint_sr.values, df.direct_sr.values) < 1e-9
+    for o, grp in df.groupby("objective"):
+        scale = np.max(np.abs(grp.direct_sr))
+        # 1e-6: central differences (relative step 1e-5, Newton tolerance 1e-13)
+        assert np.max(np.abs(grp.fd - grp.direct_sr)) < 1e-6 * scale
+    # the published column quotes seed 001 Table 1
+    assert df.set_index(["objective", "parameter"]).loc[("psi3", "LA1"), "published"] == -2546.6
+    timings = json.loads((tmp_path / "five-bar" / "timings.json").read_text())
+    assert {"simulation_s", "direct_s", "adjoint_s", "fd_s"} <= set(timings)
+    report = (tmp_path / "five-bar" / "report.md").read_text()
+    assert "RECONSTRUCTION" in report
+    assert (tmp_path / "five-bar" / "fig2_running_gradient.png").stat().st_size > 1000
+    out = tmp_path / "g.csv"
+    assert main(["sensitivity", "five-bar", "--t-end", "0.1", "--method", "direct",
+                 "--params", "Ls1,mA1", "--out", str(out)]) == 0
+    g = pd.read_csv(out)
+    assert list(g.parameter.unique()) == ["Ls1", "mA1"]
+    assert main(["sensitivity", "five-bar", "--params", "nope", "--t-end", "0.1"]) == 2
+    assert "unknown parameter 'nope'" in capsys.readouterr().err

@@ -629,6 +629,12 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
         for i in range(3):
             L += (x2[i] - x1[i]) ** 2
         L = np.sqrt(L)
+        if L == 0.0:
+            # the direction of a zero-length spring is undefined: poison the state so that
+            # the integrator reports a non-finite state (typed error) instead of dividing
+            fb[:, :] = np.nan
+            V = np.nan
+            continue
         Ld = 0.0
         for i in range(3):
             Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])

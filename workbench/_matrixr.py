@@ -119,6 +119,8 @@ def lu_solve_small(A, b):
     n = A.shape[0]
     M = A.copy()
     x = b.copy()
+    if n == 0:
+        return x, True
     scale = 0.0
     for i in range(n):
         for j in range(n):
