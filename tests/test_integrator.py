@@ -239,15 +239,55 @@ def test_driven_coordinate_follows_its_drive_and_free_motion_matches_ode():
     np.testing.assert_allclose(res.coordinate("swing"), ode.y[0], atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a fully driven mechanism (0 degrees of "
-                   "freedom) fails at t = 0 with 'projected mass matrix R^T M R is singular' "
-                   "because lu_solve_small reports failure on the empty 0x0 system")
-def test_fully_driven_mechanism_is_a_kinematic_simulation():
+def driven_crank():
     m = Model("driven-crank", gravity=(0.0, -9.81, 0.0), planar=True)
     m.body("crank", 1.0, com=(0.05, 0, 0), inertia=(0, 0, 1e-3))
     m.revolute("crank", "ground", "crank", axis=(0, 0, 1))
     m.drive("motor", "crank", {"type": "polynomial", "coefficients": [0.0, 2.0]})
     m.dof()
-    res = simulate(m, 0.5, 1e-2)
+    return m
+
+
+def test_fully_driven_mechanism_is_a_kinematic_simulation():
+    res = simulate(driven_crank(), 0.5, 1e-2)
     # 1e-12: the drive is a constraint solved to the position tolerance
     np.testing.assert_allclose(res.coordinate("crank"), 2.0 * res.t, atol=1e-12)
+    # velocity and acceleration levels are linear solves (1e-12: rounding)
+    np.testing.assert_allclose(res.zd[:, 0], 2.0, atol=1e-12)
+    np.testing.assert_allclose(res.zdd[:, 0], 0.0, atol=1e-12)
+    assert res.zi.shape == (51, 0) and res.zdi.shape == (51, 0) and res.zddi.shape == (51, 0)
+    assert res.dof_names == () and res.energy is None          # a drive does work
+    assert np.all(res.newton_iterations == 0)                  # nothing to iterate on
+    s = res.summary()
+    assert s["steps"] == 50 and s["degrees_of_freedom"] == [] and s["energy_drift"] is None
+    frame = res.to_frame()
+    assert len(frame) == 51 and "z[crank]" in frame.columns
+
+
+def test_locked_structure_without_coordinates_simulates():
+    """A body welded to the ground: no coordinates at all, conservative, nothing moves."""
+    m = Model("welded", gravity=(0.0, -9.81, 0.0))
+    m.body("block", 2.0, com=(0.3, 0.0, 0.0), inertia=(0.1, 0.1, 0.1))
+    m.fixed("weld", "ground", "block")
+    res = simulate(m, 0.05, 1e-2)
+    assert res.z.shape == (6, 0) and res.steps == 5
+    # potential energy m g y_com = 0 at y = 0, no motion: exactly zero at every step
+    assert res.energy is not None and np.all(res.energy == 0.0)
+
+
+def test_cli_simulates_a_fully_driven_model(tmp_path):
+    """`workbench simulate FILE` on a 0-DOF model: summary, history and plot are written."""
+    import json
+
+    from workbench.cli import main
+    from workbench.io import save_json
+    path = tmp_path / "driven-crank.json"
+    save_json(driven_crank(), path)
+    out = tmp_path / "out"
+    assert main(["simulate", str(path), "--t-end", "0.1", "--dt", "0.01", "--out",
+                 str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["degrees_of_freedom"] == [] and summary["steps"] == 10
+    assert summary["energy_drift"] is None and summary["newton_iterations"] == 0
+    assert (out / "plot.png").stat().st_size > 0
+    assert len((out / "history.csv").read_text().splitlines()) == 12   # header + 11 rows

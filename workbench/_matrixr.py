@@ -115,10 +115,13 @@ def qr_solve(V, beta, Rm, b, x):
 @njit(cache=True)
 def lu_solve_small(A, b):
     """Solve a small dense system by Gaussian elimination with partial pivoting.
-    Returns (x, ok)."""
+    Returns (x, ok); the empty system (``n = 0``, a mechanism without degrees of
+    freedom) is solved by the empty vector."""
     n = A.shape[0]
     M = A.copy()
     x = b.copy()
+    if n == 0:
+        return x, True
     scale = 0.0
     for i in range(n):
         for j in range(n):
@@ -497,6 +500,11 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
                     res[:] = Rphi.T @ tau
                     rn = _maxabs(res)
+                    if d == 0:
+                        # no degrees of freedom (fully driven): a kinematic step, no unknown
+                        converged = True
+                        iters = 0
+                        break
                     if not np.isfinite(rn):
                         # non-finite at the predictor: bad input; after updates: divergence
                         status = ST_NONFINITE if it == 0 else ST_NEWTON
