@@ -26,6 +26,7 @@ ST_SINGULAR = 2
 ST_POSITION = 3
 ST_NONFINITE = 4
 ST_MASS = 5
+ST_ZERO_SPRING = 6  # a point-to-point spring has zero length (bad = spring index)
 
 NOISE_TOL = 1e-7
 MAX_SUB = 16
@@ -428,6 +429,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
     if st != OK:
         return st, 0, t, 0.0, bad
+    bad = K.zero_length_spring(ma, p, ws[0], ws[1])
+    if bad >= 0:
+        return ST_ZERO_SPRING, 0, t, 0.0, bad
     Vpot = residual_tau(ma, p, t, z, zd, zddb, ws, form, tau)
     mass_matrix(ma, p, ws, form, n, Md)
     _project(Rphi, Md, Mb)
@@ -497,6 +501,10 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         zdd[k] = zddb[k]
                         for j in range(d):
                             zdd[k] += Rphi[k, j] * a[j]
+                    bad = K.zero_length_spring(ma, p, ws[0], ws[1])
+                    if bad >= 0:
+                        status = ST_ZERO_SPRING
+                        break
                     Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
                     res[:] = Rphi.T @ tau
                     rn = _maxabs(res)
@@ -623,6 +631,10 @@ def evaluate_state(ma, p, form, t, zi, zdi, z, pos_tol, pos_maxit):
     st, it, err, bad = solve_position(ma, p, t, zi, zz, ws, pos_tol, pos_maxit, False)
     if st == OK:
         st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, zz, zd, zddb, Rphi, ws)
+    if st == OK:
+        bad = K.zero_length_spring(ma, p, ws[0], ws[1])
+        if bad >= 0:
+            st = ST_ZERO_SPRING
     if st == OK:
         residual_tau(ma, p, t, zz, zd, zddb, ws, form, tau)
         mass_matrix(ma, p, ws, form, n, Md)

@@ -73,4 +73,9 @@ class NewtonConvergenceError(SimulationError):
 
 
 class NonFiniteError(SimulationError, FloatingPointError):
-    """A NaN or infinite value appeared in the state."""
+    """A NaN or infinite value appeared in the state, or would appear in a force element
+    (``element`` names it, e.g. a spring of zero length whose direction is undefined)."""
+
+    def __init__(self, message: str, time: float | None = None, element: str | None = None):
+        self.element = element
+        super().__init__(message, time)

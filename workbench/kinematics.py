@@ -141,6 +141,12 @@ def raise_for_status(cm, status: int, time: float, value: float, bad: int, conte
     if status == MR.ST_NONFINITE:
         raise NonFiniteError(f"{context}: a NaN or infinite value appeared (model "
                              f"{cm.name!r})", time)
+    if status == MR.ST_ZERO_SPRING:
+        name = cm.spring_names[bad] if 0 <= bad < len(cm.spring_names) else f"#{bad}"
+        raise NonFiniteError(
+            f"{context}: spring {name!r} has zero length (its two end points coincide), so "
+            f"the direction of its force T (x2 - x1) / L is undefined (0/0); move one of its "
+            f"end points", time, element=name)
     if status == MR.ST_MASS:
         raise SingularConfigurationError(
             f"{context}: the projected mass matrix R^T M R is singular (a degree of freedom "
