@@ -235,10 +235,6 @@ def test_slider_crank_at_dead_point_with_slider_dof_is_singular():
     assert res.max_constraint_violation < 1e-10   # position tolerance 1e-12 + rounding
 
 
-@pytest.mark.xfail(strict=True, reason="engine diagnostic bug: running into the dead point "
-                   "with the slider as degree of freedom ends in NewtonConvergenceError "
-                   "('reduce the time step', also at h = 1e-4) or AssemblyError instead of "
-                   "SingularConfigurationError naming the DOF")
 def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     """Slider as DOF, moving towards the dead point (no gravity): the crank reaches
     theta = 0 where the slider position no longer determines the configuration."""
@@ -248,6 +244,11 @@ def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     with pytest.raises(SingularConfigurationError) as exc:
         simulate(model, 1.0, 1e-3)
     assert 0.0 < exc.value.time < 1.0 and "['slide']" in str(exc.value)
+    # at the first dead point: x reaches r + l at t ~ 0.0518 s (crank at 0.5 rad, rate
+    # ~ -10 rad/s); crank and rod are the joints the slider position no longer determines
+    assert 0.05 < exc.value.time < 0.053 and "'slider-crank-2d'" in str(exc.value)
+    assert set(exc.value.joints) == {"crank", "rod"}
+    assert _time_in(str(exc.value)) == pytest.approx(exc.value.time, rel=1e-5)
 
 
 def test_rocker_as_dof_at_its_extreme_position_is_singular():

@@ -160,7 +160,7 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         T, Zo, ZDo, ZDDo, ZIo, ZDIo, ZDDIo, viol, vviol, iters, energy)
     wall = _time.perf_counter() - start
     ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
-    raise_for_status(cm, st, t, value, bad, ctx)
+    raise_for_status(cm, st, t, value, bad, ctx, z=Zo[step - 1] if step >= 1 else None)
     return SimulationResult(
         model=cm.name, formulation=formulation, t=T, z=Zo, zd=ZDo, zdd=ZDDo, zi=ZIo,
         zdi=ZDIo, zddi=ZDDIo, constraint_violation=viol, velocity_violation=vviol,
