@@ -279,6 +279,8 @@ def write_plot(result, path) -> None:
             title += f" (first {shown} of {len(result.dof_names)})"
         ax.set_title(title)
         ax.legend(loc="best", fontsize="small")
+    else:
+        ax.set_title("no degrees of freedom (fully driven: a kinematic simulation)")
     ax.set_ylabel("z_i")
     ax.grid(True, alpha=0.3)
 

@@ -45,7 +45,7 @@ import numpy as np
 from . import _matrixr as MR
 from . import _sens as S
 from .compiled import CompiledModel
-from .errors import ModelError, UnknownNameError
+from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
 from .model import Model
 from .objectives import Objective, compile_objectives, model_objectives
@@ -218,6 +218,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     meta = getattr(cm.model, "meta", {}) or {}
     t_end = float(meta.get("t_end", 1.0) if t_end is None else t_end)
     dt = float(meta.get("dt", 1e-3) if dt is None else dt)
+    if simulation is not None:
+        _check_plain_steps(cm, simulation)
     names, Gm, units = _parameter_columns(cm, parameters)
     co = _resolve_objectives(cm, objectives)
     values = dict(zip(cm.param_names, cm.param_values))
@@ -226,6 +228,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     t0 = _time.perf_counter()
     sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
     t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
+    if simulation is None:
+        _check_plain_steps(cm, sim)
     ma = cm.arrays
     N = len(sim.t)
     nm, no, npar = co.n_measures, len(co.names), len(names)
@@ -280,6 +284,25 @@ def _raise(cm, st, sim, k):
         k = min(max(k, 0), len(sim.t) - 1)
         raise_for_status(cm, st, float(sim.t[k]), 0.0, -1,
                          f"model {cm.name!r}, sensitivity analysis, step {k}")
+
+
+def _check_plain_steps(cm, sim):
+    """The discrete sweeps differentiate one trapezoidal step per output interval."""
+    kind = getattr(sim, "step_kind", None)
+    if kind is None or len(kind) < 2:
+        return
+    bad = np.flatnonzero((kind[1:, 0] != 1) | (kind[1:, 1] != 1))
+    if bad.size:
+        k = int(bad[0]) + 1
+        span, nsub = (int(v) for v in kind[k])
+        how = ("interpolated inside a step merged over a singular configuration" if span == 0
+               else f"reached by a step merged over {span} intervals" if span > 1
+               else f"reached by {nsub} sub-steps after Newton failed at the full step")
+        raise SensitivityError(
+            f"model {cm.name!r}: output row {k} was {how} ({bad.size} such rows); the "
+            f"discrete sensitivities need one trapezoidal step per interval -- use a smaller "
+            f"dt or keep the motion away from the singular configuration",
+            time=float(sim.t[k]), step=k)
 
 
 def _finite_differences(cm, co, names, units, formulation, t_end, dt, rel):
