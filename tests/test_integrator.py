@@ -357,9 +357,11 @@ def test_node_next_to_a_singular_position_is_stepped_over(n_four_bar_40_crossing
         assert res.zddi[k, 0] == pytest.approx(0.5 * (res.zddi[k - 1, 0] + res.zddi[k + 1, 0]))
     a, b = n_four_bar_40_crossing["sr-com"], n_four_bar_40_crossing["sr-origin"]
     # both formulations give the same projected equations: the trajectories agree to the
-    # Newton tolerance (before the fix they differed by 3e-5 rad/s after the crossing)
+    # Newton tolerance (before the fix they differed by 3e-5 rad/s after the crossing);
+    # 1e-9 rad: each step's acceleration is converged to 1e-10 (1 + |a|) and the two
+    # runs' Newton errors accumulate over 1250 steps through the crossing (seen: 1.7e-10)
     np.testing.assert_allclose(a.zdi, b.zdi, rtol=0, atol=1e-8)
-    np.testing.assert_allclose(a.zi, b.zi, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(a.zi, b.zi, rtol=0, atol=1e-9)
 
 
 def test_sensitivities_refuse_a_trajectory_with_merged_steps(n_four_bar_40_crossing):

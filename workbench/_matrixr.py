@@ -592,6 +592,10 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     czd = zd.copy()
     czdd = zdd.copy()
     an = a.copy()
+    # acceleration of the node before ``an`` and the length of the interval between them
+    # (for the predictor; hprev = 0: no usable previous node)
+    aprev = a.copy()
+    hprev = 0.0
     zin = zi.copy()
     zdin = zdi.copy()
     zn = z.copy()
@@ -631,8 +635,11 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     t = t0 + (k0 + span - 1) * h + h
                 else:
                     t = t0 + k0 * h + (sub + 1) * hs
+                # predictor: the acceleration extrapolated linearly from the last two
+                # nodes (constant at the first step and in retried sub-steps)
+                lin = sub == 0 and nsub == 1 and hprev > 0.0
                 for k in range(d):
-                    a[k] = ca[k]
+                    a[k] = ca[k] + (hs / hprev) * (ca[k] - aprev[k]) if lin else ca[k]
                 for k in range(n):
                     z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
                 converged = False
@@ -674,16 +681,12 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         rn = rbest
                         break
                     anorm = 1.0 + _maxabs(a)
-                    if it > 0 and dnorm <= newton_tol * anorm:
-                        converged = True
-                        iters = it
-                        break
                     # Near singular positions the residual has a rounding-noise floor (the
                     # projection amplifies position round-off by 1/sigma): accept a stagnating
                     # iteration once the correction is below NOISE_TOL relative.
                     if it >= 4 and dnorm <= NOISE_TOL * anorm and rn >= 0.5 * rbest:
                         converged = True
-                        iters = it
+                        iters = it + 1
                         break
                     rbest = min(rbest, rn)
                     if it == newton_maxit:
@@ -701,9 +704,15 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     if not ok:
                         status = ST_MASS
                         break
+                    dnorm = _maxabs(da)
+                    if dnorm <= newton_tol * anorm:
+                        # the correction from the current iterate is below the tolerance:
+                        # accept the iterate (its state is the one evaluated above)
+                        converged = True
+                        iters = it + 1
+                        break
                     for k in range(d):
                         a[k] += da[k]
-                    dnorm = _maxabs(da)
                 if status == OK and not converged:
                     status = ST_NEWTON
                 if status != OK:
@@ -767,6 +776,11 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             # leave the factorisation of the end node in ws (reused by the next step)
             factor_theta(ma, p, cz, ws)
             t = t0 + (k1 - 1) * h + h
+        if span == 1 and nsub == 1:
+            aprev[:] = an
+            hprev = h
+        else:
+            hprev = 0.0
         an[:] = ca
         zin[:] = czi
         zdin[:] = czdi
