@@ -116,8 +116,12 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
     d, nm_, npar = cm.d, co.n_measures, len(names)
     Jr, Mb = np.zeros((d, 2 * d + npar)), np.zeros((d, d))
     Jm, mv = np.zeros((nm_, 3 * d + npar)), np.zeros(nm_)
-    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, co.ms_type, co.ms_a,
-                          co.ms_c, Jr, Mb, Jm, mv)
+    from workbench.sensitivity import kinematic_parameters
+    pkin = kinematic_parameters(cm, Gm)
+    # the tree's parameters include both kinds (the skipped tangents are checked too)
+    assert 0 < pkin.sum() < len(names)
+    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, pkin, co.ms_type,
+                          co.ms_a, co.ms_c, Jr, Mb, Jm, mv)
     assert st == MR.OK
 
     def F(zi_, zdi_, a_, p_):

@@ -158,13 +158,15 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md):
 
 
 @njit(cache=True)
-def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
+def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
                    Jr, Mbar, Jm, mval):
     """Exact partial derivatives of the step residual and of the measures at one state.
 
     ``Jr`` (d x (2d + np)) = ``[dr/dZ | dr/dV | dr/drho]``, ``Mbar`` = ``dr/dA``,
     ``Jm`` (nm x (3d + np)) = ``dm/d[Z, V, A, rho]``, ``mval`` = the measures.
-    ``Gm`` (nfield x np) maps parameter directions to field directions (``p = p0 + G rho``).
+    ``Gm`` (nfield x np) maps parameter directions to field directions (``p = p0 + G rho``);
+    ``pkin[j]`` is 0 when parameter ``j`` is bound to no field the kinematics read (then
+    its position, velocity and acceleration tangents and dR vanish and are skipped).
     Returns a status code (OK when the state is regular).
     """
     n = z.shape[0]
@@ -238,54 +240,83 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
     for col in range(ncol + d):
         # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol), A (ncol <= col)
         has_p = 2 * d <= col < ncol
+        is_v = d <= col < 2 * d
+        is_a = col >= ncol
         if has_p:
             for i in range(nfield):
                 dp[i] = Gm[i, col - 2 * d]
         else:
             dp[:] = 0.0
-        # ---- position level: Theta_z dz = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
-        dz[:] = 0.0
-        if col < d:
+        # A directions, V directions and parameters bound to no kinematic field (masses,
+        # inertias, force-element data) leave the position problem (and so R, Theta_z)
+        # unchanged: dz = 0 and dTheta = 0.  V and A directions only seed dzd = R e_k,
+        # dzdd = R e_k (Theta_z dzd = [0; e_k]); the other zero tangents are set directly.
+        static = is_v or is_a or (has_p and pkin[col - 2 * d] == 0)
+        if static:
+            dz[:] = 0.0
+            dzd[:] = 0.0
+            dzdd[:] = 0.0
+            th[:, :] = 0.0
+            dr[:, :] = 0.0
+            du[:, :] = 0.0
+            db[:, :] = 0.0
+            dZ[:, :] = 0.0
+            dZd[:, :] = 0.0
+        if is_a:
             for k in range(n):
-                dz[k] = R[k, col]
-        elif has_p:
-            T.frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du)
-            T.constraints_t(ma, p, dp, t, z, zd, zdd, zero_n, zero_n, zero_n, A, r, Z, Zd, th,
-                            dr, zeroF, zeroF, 0, dphi)
-            T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, zeroF, zeroF, zero_n, zero_n,
-                           zero_n, dh, dhd, dhdd)
+                dzdd[k] = R[k, col - ncol]
+            T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
+                                    dZd)
+        elif is_v:
+            for k in range(n):
+                dzd[k] = R[k, col - d]
+            T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+        elif not static:
+            # ---- position level: Theta_z dz = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
+            dz[:] = 0.0
+            if col < d:
+                for k in range(n):
+                    dz[k] = R[k, col]
+            else:
+                T.frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du)
+                T.constraints_t(ma, p, dp, t, z, zd, zdd, zero_n, zero_n, zero_n, A, r, Z, Zd,
+                                th, dr, zeroF, zeroF, 0, dphi)
+                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, zeroF, zeroF, zero_n, zero_n,
+                               zero_n, dh, dhd, dhdd)
+                for k in range(m):
+                    rhs[k] = -dphi[k]
+                for k in range(d):
+                    rhs[m + k] = -dh[k]
+                MR.qr_solve(V, beta, Rm, rhs, dz)
+            T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
+            T.joint_columns_t(ma, r, u, dr, du, db)
+            # ---- velocity level (eqs 32b, 37b)
+            T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
+            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, zero_n, zero_n, A, r, Z, Zd, th, dr,
+                            dZ, zeroF, 1, dphi)
+            T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, zeroF, dz, zero_n, zero_n, dh,
+                           dhd, dhdd)
             for k in range(m):
                 rhs[k] = -dphi[k]
             for k in range(d):
-                rhs[m + k] = -dh[k]
-            MR.qr_solve(V, beta, Rm, rhs, dz)
-        T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-        T.joint_columns_t(ma, r, u, dr, du, db)
-        # ---- velocity level (eqs 32b, 37b)
-        T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
-        T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, zero_n, zero_n, A, r, Z, Zd, th, dr, dZ,
-                        zeroF, 1, dphi)
-        T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, zeroF, dz, zero_n, zero_n, dh, dhd,
-                       dhdd)
-        for k in range(m):
-            rhs[k] = -dphi[k]
-        for k in range(d):
-            rhs[m + k] = -dhd[k] + (1.0 if col - d == k else 0.0)
-        MR.qr_solve(V, beta, Rm, rhs, dzd)
-        T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
-        # ---- acceleration level (eqs 32c, 37c)
-        T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db, dZ, dZd)
-        T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, zero_n, A, r, Z, Zd, th, dr, dZ, dZd,
-                        2, dphi)
-        T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, zero_n, dh, dhd, dhdd)
-        for k in range(m):
-            rhs[k] = -dphi[k]
-        for k in range(d):
-            rhs[m + k] = -dhdd[k]
-            if col >= ncol and col - ncol == k:
-                rhs[m + k] += 1.0
-        MR.qr_solve(V, beta, Rm, rhs, dzdd)
-        T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd)
+                rhs[m + k] = -dhd[k]
+            MR.qr_solve(V, beta, Rm, rhs, dzd)
+            T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+        if (not is_a) and not (static and not is_v):
+            # ---- acceleration level (eqs 32c, 37c)
+            T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db, dZ,
+                                    dZd)
+            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, zero_n, A, r, Z, Zd, th, dr,
+                            dZ, dZd, 2, dphi)
+            T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, zero_n, dh, dhd,
+                           dhdd)
+            for k in range(m):
+                rhs[k] = -dphi[k]
+            for k in range(d):
+                rhs[m + k] = -dhdd[k]
+            MR.qr_solve(V, beta, Rm, rhs, dzdd)
+            T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
+                                    dZd)
         # ---- measures
         measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
                    dmv)
@@ -311,6 +342,10 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
             s = 0.0
             for k in range(n):
                 s += R[k, j] * dtau[k]
+            if static:
+                # dTheta = 0: no change of R
+                Jr[j, col] = s
+                continue
             T.frame_velocities_t(ma, RjT[j], zero_n, bcol, db, dZj)
             T.constraints_t(ma, p, dp, t, z, RjT[j], zdd, dz, zero_n, zero_n, A, r, ZR[j], Zd,
                             th, dr, dZj, zeroF, 1, dphi)
@@ -330,7 +365,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, ms_type, ms_a, ms_c,
 
 
 @njit(cache=True)
-def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c, SZ0, SV0,
+def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps).
 
@@ -351,7 +386,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c, S
     pV = np.zeros((d, npar))
     for nstep in range(N):
         st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep])
+                            ZZ[nstep], Gm, pkin, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep])
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])
@@ -389,7 +424,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c, S
 
 
 @njit(cache=True)
-def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c,
+def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, ms_c,
                   SZ0, SV0, GM, C0, W, GRAD, RUN):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
@@ -422,7 +457,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_
     dmuV1 = np.zeros((d, no))
     for nstep in range(N - 1, -1, -1):
         st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
+                            ZZ[nstep], Gm, pkin, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])

@@ -606,7 +606,38 @@ def _write_index(out: Path, rows, args, started: str, total: float) -> None:
 # ----------------------------------------------------------------------------------------
 
 #: Sub-command registrars, in the order shown by ``workbench --help``.
-_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce)
+
+
+# ----------------------------------------------------------------------------------------
+# workbench bench (measured, not tested)
+# ----------------------------------------------------------------------------------------
+
+
+def _add_bench(sub):
+    p = sub.add_parser(
+        "bench", help="benchmarks: gradient cost relative to the simulation",
+        description="'workbench bench sensitivity' times, in one run, the simulation, the "
+                    "direct and adjoint gradients and central differences on the five-bar "
+                    "(p = 5) and on a generated closed chain with p = 5 and p = 50 "
+                    "parameters, and prints them as ratios to the simulation.")
+    p.add_argument("what", choices=("sensitivity",), help="which benchmark")
+    p.add_argument("--t-end", type=float, default=5.0, help="five-bar end time (default 5)")
+    p.add_argument("--chain-t-end", type=float, default=2.0,
+                   help="closed-chain end time (default 2)")
+    p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
+    p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin"))
+    p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/bench.json")
+    p.set_defaults(func=_cmd_bench)
+
+
+def _cmd_bench(args) -> int:
+    from .bench import bench_sensitivity
+    bench_sensitivity(t_end=args.t_end, dt=args.dt, chain_t_end=args.chain_t_end,
+                      formulation=args.formulation, out=args.out)
+    return 0
+
+
+_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce, _add_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,6 +44,7 @@ import numpy as np
 
 from . import _matrixr as MR
 from . import _sens as S
+from ._arrays import C_DIST
 from .compiled import CompiledModel
 from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
@@ -126,6 +127,26 @@ def _parameter_columns(cm: CompiledModel, parameters) -> tuple:
     Gm = np.ascontiguousarray(cm.G[:, cols], dtype=float)
     units = tuple(cm.param_units[j] for j in cols)
     return tuple(names), Gm, units
+
+
+def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
+    """``1`` for each parameter column of ``Gm`` bound to a field the kinematics read
+    (body origins, joint locations, point coordinates, rod lengths), else ``0``.
+
+    A parameter that only enters masses, inertias, centres of mass or force elements
+    leaves the position problem, ``Theta_z`` and ``R`` unchanged, which
+    :func:`_sens.step_jacobians` uses to skip its kinematic tangents."""
+    ma = cm.arrays
+    nfield = ma.p.shape[0]
+    kin = np.zeros(nfield, dtype=bool)
+    for start in list(ma.b_org) + list(ma.fr_off) + list(ma.pt_fld):
+        if 0 <= start < nfield:
+            kin[start:start + 3] = True
+    for k in range(ma.c_type.shape[0]):
+        if ma.c_type[k] == C_DIST and 0 <= ma.c_fld[k] < nfield:
+            kin[ma.c_fld[k]] = True
+    return np.array([1 if np.any(Gm[kin, j] != 0.0) else 0 for j in range(Gm.shape[1])],
+                    dtype=np.int64)
 
 
 def _initial_sensitivities(cm: CompiledModel, Gm):
@@ -235,7 +256,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     nm, no, npar = co.n_measures, len(co.names), len(names)
     W = _weights(N, dt)
     SZ0, SV0 = _initial_sensitivities(cm, Gm)
-    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, co.ms_type, co.ms_a, co.ms_c)
+    pkin = kinematic_parameters(cm, Gm)
+    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, co.ms_type, co.ms_a, co.ms_c)
     t1 = _time.perf_counter()
     if method == "direct":
         MV = np.zeros((N, nm))

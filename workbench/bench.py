@@ -1,0 +1,143 @@
+"""Benchmarks (measured, never asserted): the cost of a gradient relative to the simulation.
+
+``workbench bench sensitivity`` measures, in one run and after a warm-up that compiles
+every kernel:
+
+* the five-bar (shipped model, its 5 design parameters, psi1-psi3): simulation alone,
+  direct gradient, adjoint gradient and central differences (each gradient timing
+  includes its own forward simulation, i.e. it is what a user waits for), and the
+  simulation's real-time factor;
+* a generated planar chain closed by a rod (10 links, 9 degrees of freedom) whose links
+  carry 5 parameters each (mass, centre of mass, inertia, joint stiffness and damping):
+  the same four timings with p = 5 and p = 50 parameters.
+
+Every figure is reported as a ratio to the simulation of the same model measured in the
+same run; the targets of issue 3 (adjoint <= 2x the simulation for any p, direct <= (1 +
+0.3 p)x, five-bar simulation >= 50x real time) are printed beside them, with no claim
+that they are met.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .model import GROUND, Model
+from .objectives import coordinate, point_position
+from .sensitivity import sensitivity
+from .simulate import simulate
+
+
+@dataclass
+class BenchRow:
+    """One benchmark case: wall times (s) and ratios to the simulation."""
+
+    case: str
+    n_parameters: int
+    t_end: float
+    dt: float
+    simulation_s: float
+    direct_s: float
+    adjoint_s: float
+    fd_s: float
+
+    @property
+    def ratios(self) -> dict:
+        s = self.simulation_s
+        return {"direct": self.direct_s / s, "adjoint": self.adjoint_s / s,
+                "fd": self.fd_s / s}
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ratios": self.ratios,
+                "target_direct": 1.0 + 0.3 * self.n_parameters, "target_adjoint": 2.0}
+
+
+def closed_chain(n_links: int = 10) -> Model:
+    """A planar chain of ``n_links`` links hanging from a pivot, its tip tied to the ground
+    by a rigid rod (one loop, ``n_links - 1`` degrees of freedom), with a spring-damper in
+    every joint.  Every link's mass, centre of mass, inertia and joint stiffness/damping is
+    a named parameter (``m{i}, xg{i}, I{i}, k{i}, c{i}``): ``5 n_links`` parameters.
+    A benchmark model, not a physical reference."""
+    L = 0.3
+    m = Model(f"closed-chain-{n_links}", gravity=(0.0, -9.81, 0.0), planar=True)
+    angles = [0.35 * (-1) ** i for i in range(n_links)]     # zig-zag, clear of singularities
+    parent, x, y, th = GROUND, 0.0, 0.0, 0.0
+    for i in range(n_links):
+        mi = m.parameter(f"m{i}", 1.0 + 0.05 * i, "kg", "benchmark value")
+        xg = m.parameter(f"xg{i}", 0.5 * L, "m", "benchmark value")
+        Ii = m.parameter(f"I{i}", 1.0 * L * L / 12.0, "kg*m^2", "benchmark value")
+        ki = m.parameter(f"k{i}", 5.0 + i, "N*m/rad", "benchmark value")
+        ci = m.parameter(f"c{i}", 0.02, "N*m*s/rad", "benchmark value")
+        b = f"link{i}"
+        m.body(b, mi, com=(xg, 0.0, 0.0), inertia=(0.0, 0.0, Ii),
+               points={"tip": (L, 0.0, 0.0)})
+        m.revolute(f"j{i}", parent, b, parent_point=(0.0, 0.0, 0.0) if i == 0 else "tip",
+                   axis=(0, 0, 1), q0=angles[i])
+        m.joint_spring(f"s{i}", f"j{i}", k=ki, c=ci, q0=angles[i])
+        th += angles[i]
+        x += L * math.cos(th)
+        y += L * math.sin(th)
+        parent = b
+    # the rod from the last tip to a ground point below it closes the loop
+    m.point(GROUND, "anchor", (x, y - 0.4, 0.0))
+    m.distance("rod", parent, "tip", GROUND, "anchor", 0.4)
+    return m
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _case(label, model, objectives, params, t_end, dt, formulation) -> BenchRow:
+    cm = model.compile() if isinstance(model, Model) else model
+    kw = dict(objectives=objectives, parameters=params, t_end=t_end, dt=dt,
+              formulation=formulation)
+    # warm-up: compile every kernel on a short run
+    for meth in ("direct", "adjoint"):
+        sensitivity(cm, **{**kw, "t_end": 10 * dt}, method=meth)
+    sim_s = min(_time(lambda: simulate(cm, t_end, dt, formulation)) for _ in range(2))
+    direct_s = _time(lambda: sensitivity(cm, **kw, method="direct"))
+    adjoint_s = _time(lambda: sensitivity(cm, **kw, method="adjoint"))
+    fd_s = _time(lambda: sensitivity(cm, **kw, method="fd"))
+    return BenchRow(label, len(params), t_end, dt, sim_s, direct_s, adjoint_s, fd_s)
+
+
+def bench_sensitivity(t_end: float = 5.0, dt: float = 1e-3, chain_t_end: float = 2.0,
+                      formulation: str = "sr-com", out: str | None = None,
+                      echo=print) -> list:
+    """Run the sensitivity benchmark; returns the rows (and writes ``out/bench.json``)."""
+    from . import catalog
+    rows = []
+    five = catalog.load("five-bar")
+    rows.append(_case("five-bar", five, None, ["Ls1", "Ls2", "mA1", "xA1G", "LA1"], t_end,
+                      dt, formulation))
+    chain = closed_chain(10)
+    objs = [point_position("tip_y", "link9.tip", "y"), coordinate("swing", "j0")]
+    names = [f"{k}{i}" for i in range(10) for k in ("m", "xg", "I", "k", "c")]
+    rows.append(_case("closed-chain p=5", chain, objs, names[:5], chain_t_end, dt,
+                      formulation))
+    rows.append(_case("closed-chain p=50", chain, objs, names, chain_t_end, dt,
+                      formulation))
+    rtf = rows[0].t_end / rows[0].simulation_s
+    echo(f"sensitivity benchmark ({formulation}, dt = {dt:g} s), measured in this run; "
+         "ratios to the simulation of the same model (each gradient includes its "
+         "forward simulation)")
+    echo(f"{'case':20s} {'p':>3s} {'sim [s]':>9s} {'direct':>8s} {'adjoint':>8s} "
+         f"{'fd':>8s}   targets: direct <= 1+0.3p, adjoint <= 2")
+    for r in rows:
+        q = r.ratios
+        echo(f"{r.case:20s} {r.n_parameters:3d} {r.simulation_s:9.3f} {q['direct']:7.2f}x "
+             f"{q['adjoint']:7.2f}x {q['fd']:7.2f}x   ({1 + 0.3 * r.n_parameters:.1f}, 2.0)")
+    echo(f"five-bar simulation: {rtf:.1f}x faster than real time (target >= 50)")
+    if out is not None:
+        path = Path(out)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "bench.json").write_text(json.dumps(
+            {"formulation": formulation, "five_bar_real_time_factor": rtf,
+             "rows": [r.to_dict() for r in rows]}, indent=2))
+    return rows
