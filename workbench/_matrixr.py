@@ -515,7 +515,8 @@ def _project(Rphi, M, out):
 def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
                           pos_tol, pos_maxit, conservative,
                           T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
-                          VIOL_out, VVIOL_out, IT_out, E_out, STEP_out):
+                          VIOL_out, VVIOL_out, IT_out, E_out, STEP_out, resume, a_init,
+                          aprev_init, hprev_init, kofs):
     """Fixed-step implicit trapezoidal rule on the independent coordinates.
 
     Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
@@ -534,6 +535,13 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     trapezoidal step from row ``k - 1`` (the discrete sensitivities assume this), ``nsub >
     1`` sub-steps, ``span > 1`` a step merged over ``span`` intervals, ``(0, 0)`` a row
     interpolated inside a merged step (the initial row is ``(0, 0)``).
+
+    With ``resume`` the run continues a stored trajectory from one of its rows (adjoint
+    checkpointing): the acceleration ``a_init`` of that row is taken as it is (not
+    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init`` (the
+    previous row's acceleration, ``hprev_init`` = the interval to it, 0 for none), so that
+    the re-run reproduces the stored rows bit for bit.  ``kofs`` is the index of the
+    first row in the whole run (times are ``t0 + (kofs + k - 1) h + h`` as there).
 
     Returns (status, step, time, value, bad column); on failure ``step`` is the first
     output row not written.
@@ -559,7 +567,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     zdi = zdi0.copy()
     a = np.zeros(d)
     res = np.zeros(d)
-    t = t0
+    t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
 
     # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
     st, it, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, False)
@@ -572,12 +580,15 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     if bad >= 0:
         return ST_ZERO_SPRING, 0, t, 0.0, bad
     Vpot = residual_tau(ma, p, t, z, zd, zddb, ws, form, tau)
-    mass_matrix(ma, p, ws, form, n, Md)
-    _project(Rphi, Md, Mb)
-    rhs = -(Rphi.T @ tau)
-    a, ok = lu_solve_small(Mb, rhs)
-    if not ok:
-        return ST_MASS, 0, t, 0.0, -1
+    if resume:
+        a = a_init.copy()
+    else:
+        mass_matrix(ma, p, ws, form, n, Md)
+        _project(Rphi, Md, Mb)
+        rhs = -(Rphi.T @ tau)
+        a, ok = lu_solve_small(Mb, rhs)
+        if not ok:
+            return ST_MASS, 0, t, 0.0, -1
     for k in range(n):
         zdd[k] = zddb[k]
         for j in range(d):
@@ -596,6 +607,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     # (for the predictor; hprev = 0: no usable previous node)
     aprev = a.copy()
     hprev = 0.0
+    if resume:
+        aprev[:] = aprev_init
+        hprev = hprev_init
     zin = zi.copy()
     zdin = zdi.copy()
     zn = z.copy()
@@ -632,9 +646,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             hs = span * h / nsub
             for sub in range(nsub):
                 if sub == nsub - 1:
-                    t = t0 + (k0 + span - 1) * h + h
+                    t = t0 + (kofs + k0 + span - 1) * h + h
                 else:
-                    t = t0 + k0 * h + (sub + 1) * hs
+                    t = t0 + (kofs + k0) * h + (sub + 1) * hs
                 # predictor: the acceleration extrapolated linearly from the last two
                 # nodes (constant at the first step and in retried sub-steps)
                 lin = sub == 0 and nsub == 1 and hprev > 0.0
@@ -764,7 +778,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             # constraints (output only: the integration continues from the end node)
             H = span * h
             for j in range(1, span):
-                tj = t0 + (k0 + j - 1) * h + h
+                tj = t0 + (kofs + k0 + j - 1) * h + h
                 st, err, bad, Vj = _dense_output(
                     ma, p, form, tj, j / span, H, an, zin, zdin, zn, zdn, zddn, ca, czi, czdi,
                     cz, czd, czdd, ws, pos_tol, z, zd, zdd, zi, zdi, a, tau)
@@ -775,7 +789,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         VVIOL_out, IT_out, E_out)
             # leave the factorisation of the end node in ws (reused by the next step)
             factor_theta(ma, p, cz, ws)
-            t = t0 + (k1 - 1) * h + h
+            t = t0 + (kofs + k1 - 1) * h + h
         if span == 1 and nsub == 1:
             aprev[:] = an
             hprev = h

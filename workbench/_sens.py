@@ -425,7 +425,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, m
 
 @njit(cache=True)
 def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, ms_c,
-                  SZ0, SV0, GM, C0, W, GRAD, RUN):
+                  SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
     ``GM[n]`` (nm x no): partial derivatives of the integrands with respect to the measures
@@ -433,8 +433,13 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
     extra cotangent on the measures at step 0 (objectives relative to initial values).
     ``variant`` 0: exact transpose of :func:`direct_sweep` (discrete adjoint);
     1: the seed's adjoint ODE (eq 68) integrated backward by the trapezoidal rule with the
-    gradient quadrature of eq 69.  ``GRAD`` (np x no) receives the gradient, ``RUN[n]`` the
-    part accumulated from ``t_F`` back to step ``n``.  Returns (status, step).
+    gradient quadrature of eq 69.  ``GRAD`` (np x no) accumulates the gradient (zero it
+    before the first call), ``RUN[n]`` the part accumulated from ``t_F`` back to step ``n``.
+
+    The arrays may hold one segment of the trajectory (checkpointing): its rows are the
+    global rows ``row0 .. row0 + N - 1`` of ``nglob``; ``carry`` (7 x d x no) holds the
+    adjoint state between segments (zero before the last segment), updated in place.
+    Returns (status, step).
     """
     N = TT.shape[0]
     d = ZI.shape[1]
@@ -445,17 +450,18 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
     mv = np.zeros(nm)
-    GRAD[:, :] = 0.0
     # discrete: cotangents of (Z, V, A) of the step being processed
-    lZ = np.zeros((d, no))
-    lV = np.zeros((d, no))
-    lA = np.zeros((d, no))
+    lZ = carry[0].copy()
+    lV = carry[1].copy()
+    lA = carry[2].copy()
     # continuous: mu = (muZ, muV) and its rate at the later step
-    muZ = np.zeros((d, no))
-    muV = np.zeros((d, no))
-    dmuZ1 = np.zeros((d, no))
-    dmuV1 = np.zeros((d, no))
+    muZ = carry[3].copy()
+    muV = carry[4].copy()
+    dmuZ1 = carry[5].copy()
+    dmuV1 = carry[6].copy()
     for nstep in range(N - 1, -1, -1):
+        first = row0 + nstep == 0
+        last = row0 + nstep == nglob - 1
         st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
                             ZZ[nstep], Gm, pkin, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
         if st != MR.OK:
@@ -468,7 +474,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
         JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
         JmP = np.ascontiguousarray(Jm[:, 3 * d:])
         g = GM[nstep].copy()
-        if nstep == 0:
+        if first:
             gc = C0
         else:
             gc = np.zeros((nm, no))
@@ -479,7 +485,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             lA += JmA.T @ cm
             GRAD += JmP.T @ cm
             # through S_A = -T^-1 (K pZ + C pV + P), S_Z = pZ + cz S_A, S_V = pV + cv S_A
-            if nstep == 0:
+            if first:
                 cz = 0.0
                 cv = 0.0
                 Tm = Mb.copy()
@@ -499,7 +505,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             lpZ = lZ - Kz.T @ muS
             lpV = lV - Cz.T @ muS
             GRAD -= P.T @ muS
-            if nstep == 0:
+            if first:
                 GRAD += SZ0.T @ lpZ + SV0.T @ lpV
             else:
                 # pZ = S_Z + h S_V + h^2/4 S_A (previous step), pV = S_V + h/2 S_A
@@ -514,7 +520,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             grho = JmP.T @ g
             MbT = np.ascontiguousarray(Mb.T)
             # the continuous adjoint at this step: (I - h/2 f_y^T) mu_n = rhs
-            if nstep == N - 1:
+            if last:
                 rZ = np.zeros((d, no))
                 rV = np.zeros((d, no))
                 hh = 0.0
@@ -562,7 +568,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             dmuV1 = -muZ + Cz.T @ Xm - gV
             # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
             GRAD += W[nstep] * (grho - P.T @ Xm)
-            if nstep == 0:
+            if first:
                 GRAD += SZ0.T @ muZ + SV0.T @ muV
                 # measures relative to their initial value: cotangent C0 on m_0
                 if no > 0:
@@ -577,6 +583,13 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
                     dm0 = JmZ @ SZ0 + JmV @ SV0 + JmA @ SA0 + JmP
                     GRAD += dm0.T @ gc
         RUN[nstep] = GRAD
+    carry[0] = lZ
+    carry[1] = lV
+    carry[2] = lA
+    carry[3] = muZ
+    carry[4] = muV
+    carry[5] = dmuZ1
+    carry[6] = dmuV1
     return MR.OK, 0
 
 

@@ -69,7 +69,7 @@ def closed_chain(n_links: int = 10) -> Model:
         mi = m.parameter(f"m{i}", 1.0 + 0.05 * i, "kg", "benchmark value")
         xg = m.parameter(f"xg{i}", 0.5 * L, "m", "benchmark value")
         Ii = m.parameter(f"I{i}", 1.0 * L * L / 12.0, "kg*m^2", "benchmark value")
-        ki = m.parameter(f"k{i}", 5.0 + i, "N*m/rad", "benchmark value")
+        ki = m.parameter(f"k{i}", 300.0 + 10.0 * i, "N*m/rad", "benchmark value")
         ci = m.parameter(f"c{i}", 0.02, "N*m*s/rad", "benchmark value")
         b = f"link{i}"
         m.body(b, mi, com=(xg, 0.0, 0.0), inertia=(0.0, 0.0, Ii),
@@ -81,9 +81,11 @@ def closed_chain(n_links: int = 10) -> Model:
         x += L * math.cos(th)
         y += L * math.sin(th)
         parent = b
-    # the rod from the last tip to a ground point below it closes the loop
+    # the rod from the last tip to a ground point below it closes the loop; the last
+    # joint is the dependent coordinate (its column in the rod's row is L cos 0 = L)
     m.point(GROUND, "anchor", (x, y - 0.4, 0.0))
     m.distance("rod", parent, "tip", GROUND, "anchor", 0.4)
+    m.dof(*[f"j{i}" for i in range(n_links - 1)])
     return m
 
 

@@ -167,12 +167,14 @@ class CompiledObjectives:
     def n_measures(self) -> int:
         return len(self.ms_type)
 
-    def integrand_partials(self, MV):
+    def integrand_partials(self, MV, base=None):
         """``GM[n, t, k] = d g_k / d m_t`` at every step and the values of the integrands
-        ``g[n, k]`` (parameter terms excluded)."""
+        ``g[n, k]`` (parameter terms excluded).  Relative terms subtract ``base`` (the
+        measures at the initial time; default ``MV[0]``)."""
         N = MV.shape[0]
         no = len(self.names)
-        delta = MV - self.relative[None, :] * MV[0:1, :]
+        base = MV[0] if base is None else base
+        delta = MV - self.relative[None, :] * base[None, :]
         g = np.zeros((N, no))
         GM = np.zeros((N, self.n_measures, no))
         for t in range(self.n_measures):

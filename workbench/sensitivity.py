@@ -29,10 +29,20 @@ dependent coordinates and of ``R^Phi`` for a non-constant ``B``) come from hand-
 tangent kernels (:mod:`workbench._tangent`, :mod:`workbench._sens`); there is no finite
 difference in the direct or adjoint path.
 
-Memory of the adjoint method: the forward trajectory is stored, ``(N + 1) (3 n + 3 d)``
-floats for ``N`` steps, ``n`` joint coordinates and ``d`` degrees of freedom (the step
-Jacobians are recomputed from the stored states during the backward sweep, so nothing of
-size ``N x d x (2 d + n_rho)`` is kept).
+Adjoint memory
+--------------
+With full storage the forward trajectory and, per step, the measures, the integrand
+partials and the running gradient are kept: ``8 (N + 1) (3 n + 3 d + n_m (1 + n_o) +
+n_rho n_o)`` bytes for ``N`` steps, ``n`` joint coordinates, ``d`` degrees of freedom,
+``n_m`` measures, ``n_o`` objectives and ``n_rho`` parameters (the step Jacobians are
+recomputed from the stored states during the backward sweep, never stored).  When that
+exceeds ``memory_limit_mb`` (default :data:`MEMORY_LIMIT_MB`), or when
+``checkpoint_steps = S`` is given, the adjoint checkpoints instead: the forward run keeps
+the state at every ``S``-th step (``S = ceil(sqrt(N + 1))`` by default) and the backward
+sweep re-runs one segment at a time from its checkpoint (bit-identical rows) carrying the
+adjoint state across segments.  Memory is then bounded by ``N / S`` checkpoints of
+``4 d + n`` floats plus one segment of ``S + 1`` rows, i.e. ``O(sqrt(N))``; the price is
+one extra forward simulation.  The gradient is the same to rounding.
 """
 
 from __future__ import annotations
@@ -50,11 +60,13 @@ from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
 from .model import Model
 from .objectives import Objective, compile_objectives, model_objectives
-from .simulate import _compiled, simulate
+from .simulate import NEWTON_MAXIT, NEWTON_TOL, _compiled, simulate
 
 METHODS = ("direct", "adjoint", "fd")
 VARIANTS = ("discrete", "continuous")
 FD_REL_STEP = 1e-5
+#: full-storage adjoint above this size (MB) switches to checkpointing
+MEMORY_LIMIT_MB = 512.0
 FD_NEWTON_TOL = 1e-13
 
 
@@ -208,7 +220,8 @@ def objective_values(sim, co) -> np.ndarray:
 
 def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint",
                 variant: str = "discrete", formulation: str = "sr-com", t_end=None, dt=None,
-                fd_step: float = FD_REL_STEP, simulation=None) -> SensitivityResult:
+                fd_step: float = FD_REL_STEP, simulation=None, checkpoint_steps=None,
+                memory_limit_mb: float = MEMORY_LIMIT_MB) -> SensitivityResult:
     """Objectives ``psi = int g dt`` and their gradient with respect to parameters.
 
     Parameters
@@ -229,6 +242,12 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         ``delta_j = fd_step * max(|rho_j|, 1e-3)``.
     simulation : SimulationResult, optional
         A simulation of the same model/formulation/grid to reuse (skips the forward run).
+    checkpoint_steps : int, optional
+        Adjoint only: keep the forward trajectory at every ``checkpoint_steps``-th step and
+        re-run each segment during the backward sweep (see "Adjoint memory" in the module
+        documentation).  Default: full storage when it fits in ``memory_limit_mb``, else
+        segments of ``ceil(sqrt(N))`` steps.  With checkpoints the result's running
+        gradient is sampled at the checkpoints and ``simulation`` is None.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
@@ -246,6 +265,12 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     values = dict(zip(cm.param_names, cm.param_values))
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
+    if method == "adjoint" and simulation is None:
+        seg = _segment_length(cm, co, len(names), t_end, dt, checkpoint_steps,
+                              memory_limit_mb)
+        if seg is not None:
+            return _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end,
+                                         dt, variant, seg, values)
     t0 = _time.perf_counter()
     sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
     t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
@@ -280,8 +305,10 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
         GRAD = np.zeros((npar, no))
         RUN = np.zeros((N, npar, no))
+        carry = np.zeros((7, cm.d, no))
         st, k = S.adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
-                                SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN)
+                                SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN, 0, N,
+                                carry)
         _raise(cm, st, sim, k)
         grad = GRAD.T.copy()
         running = np.transpose(RUN, (0, 2, 1)).copy()
@@ -301,6 +328,123 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         simulation=sim)
 
 
+def _full_storage_bytes(cm, co, npar, N) -> int:
+    """Bytes held by a full-storage adjoint: trajectory, measures, integrand partials and
+    the running gradient, 8 bytes per float."""
+    n, d, nm, no = cm.n, cm.d, co.n_measures, len(co.names)
+    return 8 * N * (3 * n + 3 * d + nm * (1 + no) + npar * no + 4)
+
+
+def _segment_length(cm, co, npar, t_end, dt, checkpoint_steps, memory_limit_mb):
+    nsteps = int(round(t_end / dt))
+    if checkpoint_steps is not None:
+        seg = int(checkpoint_steps)
+        if seg < 1:
+            raise ValueError(f"checkpoint_steps must be >= 1, got {checkpoint_steps!r}")
+        return seg if seg < nsteps else None
+    if _full_storage_bytes(cm, co, npar, nsteps + 1) <= memory_limit_mb * 2 ** 20:
+        return None
+    return max(1, int(np.ceil(np.sqrt(nsteps + 1))))
+
+
+def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt, variant,
+                          seg, values):
+    """Adjoint with checkpointing: the forward run keeps only the states at every
+    ``seg``-th step (with the predictor state, so a segment re-run reproduces its rows bit
+    for bit); the backward sweep re-runs one segment at a time and carries the adjoint
+    state across segments.  Memory ~ (N / seg + seg) rows; cost ~ one extra forward
+    simulation."""
+    from .simulate import _run
+    ma = cm.arrays
+    nsteps = int(round(t_end / dt))
+    N = nsteps + 1
+    no, npar, nm = len(co.names), len(names), co.n_measures
+    bounds = list(range(0, nsteps, seg)) + [nsteps]
+    nseg = len(bounds) - 1
+    pkin = kinematic_parameters(cm, Gm)
+    SZ0, SV0 = _initial_sensitivities(cm, Gm)
+
+    def rows_of(s):
+        k0, k1 = bounds[s], bounds[s + 1]
+        return k0, (k1 + 1 if s == nseg - 1 else k1)     # rows k0 .. end-1 of the segment
+
+    def weights(k0, k1):
+        w = np.full(k1 - k0, dt)
+        if k0 == 0:
+            w[0] = 0.5 * dt
+        if k1 == N:
+            w[-1] = 0.5 * dt
+        return w
+
+    def run_segment(s, ck):
+        k0, k1 = bounds[s], bounds[s + 1]
+        zi, zdi, z, res = ck
+        sim = _run(cm, formulation, form, 0.0, dt, k1 - k0, zi, zdi, z, NEWTON_TOL,
+                   NEWTON_MAXIT, resume=res, kofs=k0)
+        _check_plain_steps(cm, sim, offset=k0)
+        MV = np.zeros((len(sim.t), nm))
+        st, k = S.measure_history(ma, ma.p, form, sim.t, sim.z, sim.zi, sim.zdi, sim.zddi,
+                                  co.ms_type, co.ms_a, co.ms_c, MV)
+        _raise(cm, st, sim, k)
+        return sim, MV
+
+    t0 = _time.perf_counter()
+    checkpoints = []
+    ck = (cm.zi0, cm.zdi0, cm.z_guess, None)
+    psi = np.zeros(no)
+    C0 = np.zeros((nm, no))
+    MV0 = None
+    last = None
+    for s in range(nseg):
+        checkpoints.append(ck)
+        sim, MV = run_segment(s, ck)
+        if MV0 is None:
+            MV0 = MV[0].copy()
+        k0, kend = rows_of(s)
+        g, GM = co.integrand_partials(MV, MV0)
+        w = weights(k0, kend)
+        psi += w @ g[:kend - k0]
+        C0 -= np.einsum("n,ntk->tk", w, GM[:kend - k0]) * co.relative[:, None]
+        ck = (sim.zi[-1].copy(), sim.zdi[-1].copy(), sim.z[-1].copy(),
+              (sim.zddi[-1].copy(), sim.zddi[-2].copy(), dt))
+        last = (sim, MV)
+    t_fwd = _time.perf_counter() - t0
+    t1 = _time.perf_counter()
+    GRAD = np.zeros((npar, no))
+    carry = np.zeros((7, cm.d, no))
+    run_t, run_g = [], []
+    vcode = 0 if variant == "discrete" else 1
+    for s in range(nseg - 1, -1, -1):
+        sim, MV = last if s == nseg - 1 else run_segment(s, checkpoints[s])
+        k0, kend = rows_of(s)
+        r = slice(0, kend - k0)
+        _, GM = co.integrand_partials(MV, MV0)
+        RUN = np.zeros((kend - k0, npar, no))
+        st, k = S.adjoint_sweep(
+            ma, ma.p, form, dt, vcode, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
+            sim.zddi[r], Gm, pkin, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
+            np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0), weights(k0, kend), GRAD,
+            RUN, k0, N, carry)
+        _raise(cm, st, sim, k)
+        if s == nseg - 1:
+            run_t.append(sim.t[kend - k0 - 1])
+            run_g.append(RUN[-1].T.copy())
+        run_t.append(sim.t[0])
+        run_g.append(RUN[0].T.copy())
+    t_sens = _time.perf_counter() - t1
+    grad = GRAD.T.copy()
+    ppsi, pgrad = _param_terms(co, list(names), values, t_end)
+    t_run = np.array(run_t[::-1])
+    running = np.array(run_g[::-1]) + pgrad[None] * ((t_end - t_run) / t_end)[:, None, None]
+    return SensitivityResult(
+        model=cm.name, method="adjoint", variant=variant, formulation=formulation,
+        objectives=co.names, parameters=names, units=units, psi=psi + ppsi,
+        gradient=grad + pgrad, t=t_run, running=running,
+        timings={"simulation_s": t_fwd, "sensitivity_s": t_sens, "total_s": t_fwd + t_sens,
+                 "checkpoint_steps": seg, "segments": nseg},
+        simulation=None)
+
+
 def _raise(cm, st, sim, k):
     if st != MR.OK:
         k = min(max(k, 0), len(sim.t) - 1)
@@ -308,15 +452,15 @@ def _raise(cm, st, sim, k):
                          f"model {cm.name!r}, sensitivity analysis, step {k}")
 
 
-def _check_plain_steps(cm, sim):
+def _check_plain_steps(cm, sim, offset=0):
     """The discrete sweeps differentiate one trapezoidal step per output interval."""
     kind = getattr(sim, "step_kind", None)
     if kind is None or len(kind) < 2:
         return
     bad = np.flatnonzero((kind[1:, 0] != 1) | (kind[1:, 1] != 1))
     if bad.size:
-        k = int(bad[0]) + 1
-        span, nsub = (int(v) for v in kind[k])
+        k = int(bad[0]) + 1 + offset
+        span, nsub = (int(v) for v in kind[k - offset])
         how = ("interpolated inside a step merged over a singular configuration" if span == 0
                else f"reached by a step merged over {span} intervals" if span > 1
                else f"reached by {nsub} sub-steps after Newton failed at the full step")
@@ -324,7 +468,7 @@ def _check_plain_steps(cm, sim):
             f"model {cm.name!r}: output row {k} was {how} ({bad.size} such rows); the "
             f"discrete sensitivities need one trapezoidal step per interval -- use a smaller "
             f"dt or keep the motion away from the singular configuration",
-            time=float(sim.t[k]), step=k)
+            time=float(sim.t[k - offset]), step=k)
 
 
 def _finite_differences(cm, co, names, units, formulation, t_end, dt, rel):
