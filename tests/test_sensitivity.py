@@ -121,9 +121,22 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
     pkin = kinematic_parameters(cm, Gm)
     # the tree's parameters include both kinds (the skipped tangents are checked too)
     assert 0 < pkin.sum() < len(names)
-    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, pkin, co.ms_type,
-                          co.ms_a, co.ms_c, Jr, Mb, Jm, mv)
+    Rst, zdst, zddst = np.zeros((cm.n, d)), np.zeros(cm.n), np.zeros(cm.n)
+    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, pkin,
+                          np.zeros(npar, dtype=np.int64), co.ms_type, co.ms_a, co.ms_c, Jr, Mb,
+                          Jm, mv, Rst, zdst, zddst)
     assert st == MR.OK
+    # reverse mode for the static parameters: lambda^T dr/drho = (R lambda)^T dtau/drho
+    from workbench.sensitivity import reverse_parameters
+    pskip = reverse_parameters(cm, Gm)
+    assert 0 < pskip.sum() <= (pkin == 0).sum()
+    lam = np.random.default_rng(3).normal(size=d)
+    gf = np.zeros(ma.p.shape[0])
+    S.virtual_power_gradient(ma, ma.p, z, zdst, zddst, Rst @ lam, gf)
+    q = np.flatnonzero(pskip)
+    # 1e-10: two exact evaluations of the same derivative (forward tangent vs virtual power)
+    np.testing.assert_allclose((gf @ Gm)[q], lam @ Jr[:, 2 * d + q], rtol=1e-10,
+                               atol=1e-10 * np.abs(lam @ Jr[:, 2 * d:]).max())
 
     def F(zi_, zdi_, a_, p_):
         st, err, bad, zz, zd, zddb, R, Md, tau, Mbar, Qb = MR.evaluate_state(

@@ -268,9 +268,10 @@ def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
     prismatic: ``d = [2 zd (w_p x u); 0]``.
     """
     nf = ma.fr_parent.shape[0]
-    wpu = np.empty(3)
-    tmp = np.empty(3)
-    tmp2 = np.empty(3)
+    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
+    wpu = _b3[0]
+    tmp = _b3[1]
+    tmp2 = _b3[2]
     zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]
@@ -404,18 +405,19 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     ``-c`` of seed 001 eq. 21).
     """
     nc = ma.c_type.shape[0]
-    x1 = np.empty(3)
-    v1 = np.empty(3)
-    a1 = np.empty(3)
-    x2 = np.empty(3)
-    v2 = np.empty(3)
-    a2 = np.empty(3)
-    e1 = np.empty(3)
-    ed1 = np.empty(3)
-    edd1 = np.empty(3)
-    e2 = np.empty(3)
-    ed2 = np.empty(3)
-    edd2 = np.empty(3)
+    _b3 = np.empty((12, 3))  # one allocation for the 3-vectors
+    x1 = _b3[0]
+    v1 = _b3[1]
+    a1 = _b3[2]
+    x2 = _b3[3]
+    v2 = _b3[4]
+    a2 = _b3[5]
+    e1 = _b3[6]
+    ed1 = _b3[7]
+    edd1 = _b3[8]
+    e2 = _b3[9]
+    ed2 = _b3[10]
+    edd2 = _b3[11]
     for k in range(nc):
         typ = ma.c_type[k]
         ci = ma.c_i[k]
@@ -494,10 +496,11 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     J1 = np.empty((3, n))
     J2 = np.empty((3, n))
     Je = np.empty((3, n))
-    x1 = np.empty(3)
-    x2 = np.empty(3)
-    e1 = np.empty(3)
-    e2 = np.empty(3)
+    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
+    x1 = _b3[0]
+    x2 = _b3[1]
+    e1 = _b3[2]
+    e2 = _b3[3]
     for k in range(nc):
         typ = ma.c_type[k]
         ci = ma.c_i[k]
@@ -545,9 +548,10 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
 def dof_values(ma, p, A, r, Z, Zd, z, zd, zdd, out_h, out_hd, out_hdd):
     """Values of the degrees of freedom ``h(z)``, their rates and accelerations (seed 001 eq. 12)."""
     nd = ma.dof_type.shape[0]
-    x = np.empty(3)
-    v = np.empty(3)
-    a = np.empty(3)
+    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
+    x = _b3[0]
+    v = _b3[1]
+    a = _b3[2]
     for k in range(nd):
         if ma.dof_type[k] == DOF_COORD:
             c = ma.dof_i[k, 0]
@@ -729,11 +733,12 @@ def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
     """
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    g = np.empty(3)
+    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
+    g = _b3[0]
     JG = np.empty((3, 3))
     Mb = np.empty((6, 6))
-    t1 = np.empty(3)
-    t2 = np.empty(3)
+    t1 = _b3[1]
+    t2 = _b3[2]
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
@@ -861,11 +866,12 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
     """SR-I velocity/acceleration recursion (seed 001 eqs. 1a-1e) at reference points:
     ``V_f = B_f V_p + b^v_f zd``, ``Vd_f = B_f Vd_p + b^v_f zdd + d^v_f``."""
     nf = ma.fr_parent.shape[0]
-    dPP = np.empty(3)
-    t1 = np.empty(3)
-    t2 = np.empty(3)
-    wpu = np.empty(3)
-    dPr = np.empty(3)
+    _b3 = np.empty((5, 3))  # one allocation for the 3-vectors
+    dPP = _b3[0]
+    t1 = _b3[1]
+    t2 = _b3[2]
+    wpu = _b3[3]
+    dPr = _b3[4]
     zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]

@@ -158,15 +158,18 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md):
 
 
 @njit(cache=True)
-def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
-                   Jr, Mbar, Jm, mval):
+def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
+                   Jr, Mbar, Jm, mval, Rout, zdout, zddout):
     """Exact partial derivatives of the step residual and of the measures at one state.
 
     ``Jr`` (d x (2d + np)) = ``[dr/dZ | dr/dV | dr/drho]``, ``Mbar`` = ``dr/dA``,
     ``Jm`` (nm x (3d + np)) = ``dm/d[Z, V, A, rho]``, ``mval`` = the measures.
     ``Gm`` (nfield x np) maps parameter directions to field directions (``p = p0 + G rho``);
     ``pkin[j]`` is 0 when parameter ``j`` is bound to no field the kinematics read (then
-    its position, velocity and acceleration tangents and dR vanish and are skipped).
+    its position, velocity and acceleration tangents and dR vanish and are skipped);
+    columns with ``pskip[j] = 1`` are not computed at all (left zero: the adjoint obtains
+    them in reverse mode, :func:`virtual_power_gradient`).  ``Rout``, ``zdout``,
+    ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
     Returns a status code (OK when the state is regular).
     """
     n = z.shape[0]
@@ -185,6 +188,9 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
     st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md)
     if st != MR.OK:
         return st
+    Rout[:, :] = R
+    zdout[:] = zd
+    zddout[:] = zdd
     A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
     V, beta, Rm = ws[7], ws[8], ws[9]
     fb, nb_, Qj = ws[14], ws[15], ws[16]
@@ -237,11 +243,18 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
     rhs = np.zeros(m + d)
     dmv = np.zeros(nm)
     ncol = 2 * d + npar
+    Sdr = np.zeros((d, d))      # mu^T dTheta[R_i] R_j for the position directions
     for col in range(ncol + d):
         # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol), A (ncol <= col)
         has_p = 2 * d <= col < ncol
         is_v = d <= col < 2 * d
         is_a = col >= ncol
+        if has_p and pskip[col - 2 * d] != 0:
+            for k in range(d):
+                Jr[k, col] = 0.0
+            for k in range(nm):
+                Jm[k, col + d] = 0.0
+            continue
         if has_p:
             for i in range(nfield):
                 dp[i] = Gm[i, col - 2 * d]
@@ -346,16 +359,24 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
                 # dTheta = 0: no change of R
                 Jr[j, col] = s
                 continue
+            if col < d and j < col:
+                # mu^T dTheta[R_i] R_j = mu^T Phi_zz(R_i, R_j) is symmetric in (i, j) (a
+                # second derivative; Phi_t does not depend on z): computed for (j, i)
+                Jr[j, col] = s - Sdr[col, j]
+                continue
             T.frame_velocities_t(ma, RjT[j], zero_n, bcol, db, dZj)
             T.constraints_t(ma, p, dp, t, z, RjT[j], zdd, dz, zero_n, zero_n, A, r, ZR[j], Zd,
                             th, dr, dZj, zeroF, 1, dphi)
             T.dof_values_t(ma, p, dp, A, r, ZR[j], Zd, th, dr, dZj, zeroF, dz, zero_n, zero_n,
                            dh, dhd, dhdd)
+            sub = 0.0
             for k in range(m):
-                s -= mu[k] * dphi[k]
+                sub += mu[k] * dphi[k]
             for k in range(d):
-                s -= mu[m + k] * dhd[k]
-            Jr[j, col] = s
+                sub += mu[m + k] * dhd[k]
+            if col < d:
+                Sdr[j, col] = sub
+            Jr[j, col] = s - sub
     return MR.OK
 
 
@@ -365,7 +386,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, ms_type, ms_a, ms_c,
 
 
 @njit(cache=True)
-def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, ms_c, SZ0, SV0,
+def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps).
 
@@ -379,6 +400,10 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, m
     Jr = np.zeros((d, 2 * d + npar))
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
+    nz = ZZ.shape[1]
+    Rst = np.zeros((nz, d))
+    zdst = np.zeros(nz)
+    zddst = np.zeros(nz)
     SZ = SZ0.copy()
     SV = SV0.copy()
     SA = np.zeros((d, npar))
@@ -386,7 +411,8 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, m
     pV = np.zeros((d, npar))
     for nstep in range(N):
         st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, pkin, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep])
+                            ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep],
+                            Rst, zdst, zddst)
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])
@@ -424,7 +450,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, m
 
 
 @njit(cache=True)
-def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_type, ms_a, ms_c,
+def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, ms_a, ms_c,
                   SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
@@ -449,7 +475,15 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
     Jr = np.zeros((d, 2 * d + npar))
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
+    nz = ZZ.shape[1]
+    Rst = np.zeros((nz, d))
+    zdst = np.zeros(nz)
+    zddst = np.zeros(nz)
     mv = np.zeros(nm)
+    nskip = 0
+    for q in range(npar):
+        nskip += pskip[q]
+    gf = np.zeros(p.shape[0])
     # discrete: cotangents of (Z, V, A) of the step being processed
     lZ = carry[0].copy()
     lV = carry[1].copy()
@@ -463,7 +497,8 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
         first = row0 + nstep == 0
         last = row0 + nstep == nglob - 1
         st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, pkin, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
+                            ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv,
+                            Rst, zdst, zddst)
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])
@@ -505,6 +540,9 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             lpZ = lZ - Kz.T @ muS
             lpV = lV - Cz.T @ muS
             GRAD -= P.T @ muS
+            if nskip > 0:
+                _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, muS, Gm, pskip, -1.0, GRAD,
+                             gf)
             if first:
                 GRAD += SZ0.T @ lpZ + SV0.T @ lpV
             else:
@@ -568,6 +606,9 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
             dmuV1 = -muZ + Cz.T @ Xm - gV
             # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
             GRAD += W[nstep] * (grho - P.T @ Xm)
+            if nskip > 0:
+                _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, Xm, Gm, pskip, -W[nstep],
+                             GRAD, gf)
             if first:
                 GRAD += SZ0.T @ muZ + SV0.T @ muV
                 # measures relative to their initial value: cotangent C0 on m_0
@@ -582,6 +623,17 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, ms_typ
                             SA0[k, j] = x[k]
                     dm0 = JmZ @ SZ0 + JmV @ SV0 + JmA @ SA0 + JmP
                     GRAD += dm0.T @ gc
+                    if nskip > 0:
+                        # JmA SA0 for the skipped columns: -(Mb^-1 P)^T JmA^T gc, i.e. a
+                        # reverse product with lambda = Mb^-T JmA^T gc
+                        lam = np.zeros((d, no))
+                        rhsl = JmA.T @ gc
+                        for j in range(no):
+                            x, ok = MR.lu_solve_small(MbT, rhsl[:, j].copy())
+                            for k in range(d):
+                                lam[k, j] = x[k]
+                        _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, lam, Gm, pskip, -1.0,
+                                     GRAD, gf)
         RUN[nstep] = GRAD
     carry[0] = lZ
     carry[1] = lV
@@ -655,3 +707,154 @@ def dof_initial_t(ma, p, Gm, z, zd):
                 SZ[k, j] = dh[k]
                 SV[k, j] = dhd[k]
     return SZ, SV
+
+
+# ----------------------------------------------------------------------------------------
+# reverse mode for the parameters that only enter inertia and force elements
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _skipped_vjp(ma, p, z, zd, zdd, R, LAM, Gm, pskip, scale, GRAD, gf):
+    """``GRAD[q, j] += scale * (R LAM_j)^T dtau/drho_q`` for the parameters ``q`` with
+    ``pskip[q]`` (reverse mode through :func:`virtual_power_gradient`)."""
+    npar = Gm.shape[1]
+    nfield = Gm.shape[0]
+    for j in range(LAM.shape[1]):
+        v = R @ np.ascontiguousarray(LAM[:, j])
+        gf[:] = 0.0
+        virtual_power_gradient(ma, p, z, zd, zdd, v, gf)
+        for q in range(npar):
+            if pskip[q] != 0:
+                s = 0.0
+                for i in range(nfield):
+                    s += Gm[i, q] * gf[i]
+                GRAD[q, j] += scale * s
+
+
+@njit(cache=True)
+def _cross(a, b, out):
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+
+
+@njit(cache=True)
+def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
+    """``gfield += d(v^T tau)/dp`` for the *static* fields: masses, centres of mass,
+    inertias, point-to-point spring-dampers (k, c, natural length) and joint spring-dampers
+    (k, c, q0) -- the reverse-mode (vector-Jacobian) product the adjoint needs, one pass for
+    all of them.
+
+    ``v^T tau`` with ``tau = M zdd - Q`` is the virtual power of the inertia forces minus
+    the applied forces on the virtual twists ``Zv`` of the generalised velocity ``v``
+    (seed 001 eq 29 written as virtual power, formulation independent):
+    body ``b``: ``m (a_g - g_vec) . v_g + (J_G alpha + omega x J_G omega) . omega_v`` with
+    ``v_g = v_O + omega_v x g``; spring: ``- T u . (v_1 - v_2)``; joint spring: ``- Q v_c``.
+    Fields that enter the kinematics (and tire or other elements) are not handled here.
+    """
+    nf = ma.fr_parent.shape[0]
+    n = z.shape[0]
+    A = np.zeros((nf, 3, 3))
+    r = np.zeros((nf, 3))
+    u = np.zeros((nf, 3))
+    bcol = np.zeros((nf, 6))
+    Z = np.zeros((nf, 6))
+    Zd = np.zeros((nf, 6))
+    Zv = np.zeros((nf, 6))
+    K.frame_positions(ma, p, z, A, r, u)
+    K.joint_columns(ma, r, u, bcol)
+    K.frame_velocities(ma, zd, bcol, Z)
+    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+    K.frame_velocities(ma, v, bcol, Zv)
+    b3 = np.empty((12, 3))
+    g, w, al, wv, ag, vg, t1, t2, dg, wb, alb, wvb = (b3[0], b3[1], b3[2], b3[3], b3[4], b3[5],
+                                                      b3[6], b3[7], b3[8], b3[9], b3[10],
+                                                      b3[11])
+    JG = np.empty((3, 3))
+    grav = ma.gravity
+    for b in range(ma.b_frame.shape[0]):
+        f = ma.b_frame[b]
+        m = K.body_inertia(ma, p, A, r, b, g, JG)
+        for i in range(3):
+            w[i] = Z[f, 3 + i]
+            al[i] = Zd[f, 3 + i]
+            wv[i] = Zv[f, 3 + i]
+        # acceleration of the centre of mass and virtual velocity of the centre of mass
+        _cross(w, g, t1)
+        _cross(w, t1, t2)
+        _cross(al, g, ag)
+        for i in range(3):
+            ag[i] += Zd[f, i] + t2[i]
+        _cross(wv, g, vg)
+        for i in range(3):
+            vg[i] += Zv[f, i]
+        # mass
+        s = 0.0
+        for i in range(3):
+            s += (ag[i] - grav[i]) * vg[i]
+        gfield[ma.b_mass[b]] += s
+        # centre of mass: dP/dg = m [vg x alpha + (vg x omega) x omega + (a_g - grav) x omega_v]
+        _cross(vg, al, dg)
+        _cross(vg, w, t1)
+        _cross(t1, w, t2)
+        for i in range(3):
+            dg[i] += t2[i]
+            t1[i] = ag[i] - grav[i]
+        _cross(t1, wv, t2)
+        c0 = ma.b_com[b]
+        for k in range(3):
+            s = 0.0
+            for i in range(3):
+                s += A[f, i, k] * (dg[i] + t2[i])
+            gfield[c0 + k] += m * s
+        # inertia (body axes): dP/dJ_kl = wvb_k alb_l + (wvb x wb)_k wb_l
+        for k in range(3):
+            wb[k] = A[f, 0, k] * w[0] + A[f, 1, k] * w[1] + A[f, 2, k] * w[2]
+            alb[k] = A[f, 0, k] * al[0] + A[f, 1, k] * al[1] + A[f, 2, k] * al[2]
+            wvb[k] = A[f, 0, k] * wv[0] + A[f, 1, k] * wv[1] + A[f, 2, k] * wv[2]
+        _cross(wvb, wb, t1)
+        ki = ma.b_inr[b]
+        for k in range(3):
+            gfield[ki + k] += wvb[k] * alb[k] + t1[k] * wb[k]
+        for (q, k, l) in ((3, 0, 1), (4, 0, 2), (5, 1, 2)):
+            gfield[ki + q] += (wvb[k] * alb[l] + t1[k] * wb[l]
+                               + wvb[l] * alb[k] + t1[l] * wb[k])
+    # point-to-point spring-dampers
+    x1, x2, v1, v2, a1, a2 = b3[0], b3[1], b3[2], b3[3], b3[4], b3[5]
+    for s_ in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s_, 0]
+        k2 = ma.sp_pt[s_, 1]
+        K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+        K.point_kinematics(ma, p, A, r, Z, Zd, k2, x2, v2, a2)
+        L = 0.0
+        Ld = 0.0
+        for i in range(3):
+            L += (x2[i] - x1[i]) ** 2
+        L = np.sqrt(L)
+        for i in range(3):
+            Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
+        Ld /= L
+        # virtual velocities of the two points
+        proj = 0.0
+        for e, kk in ((0, k1), (1, k2)):
+            bb = ma.pt_body[kk]
+            x = x1 if e == 0 else x2
+            if bb >= 0:
+                f = ma.b_frame[bb]
+                for i in range(3):
+                    wv[i] = Zv[f, 3 + i]
+                _cross(wv, x, t1)
+                sgn = 1.0 if e == 0 else -1.0
+                for i in range(3):
+                    proj += sgn * (x2[i] - x1[i]) / L * (Zv[f, i] + t1[i])
+        L0 = p[ma.sp_L0[s_]]
+        gfield[ma.sp_k[s_]] -= (L - L0) * proj
+        gfield[ma.sp_c[s_]] -= Ld * proj
+        gfield[ma.sp_L0[s_]] += p[ma.sp_k[s_]] * proj
+    # joint spring-dampers: Q_c = -k (z_c - z0) - c zd_c
+    for s_ in range(ma.js_coord.shape[0]):
+        c_ = ma.js_coord[s_]
+        gfield[ma.js_k[s_]] += (z[c_] - p[ma.js_z0[s_]]) * v[c_]
+        gfield[ma.js_c[s_]] += zd[c_] * v[c_]
+        gfield[ma.js_z0[s_]] -= p[ma.js_k[s_]] * v[c_]

@@ -206,10 +206,11 @@ def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
 def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd):
     """Tangent of :func:`_kernels.frame_accelerations` (material convention)."""
     nf = ma.fr_parent.shape[0]
-    wpu = np.empty(3)
-    dwpu = np.empty(3)
-    t1 = np.empty(3)
-    t2 = np.empty(3)
+    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
+    wpu = _b3[0]
+    dwpu = _b3[1]
+    t1 = _b3[2]
+    t2 = _b3[3]
     zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]
@@ -327,30 +328,31 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
                   level, out):
     """Tangent of :func:`_kernels.constraints` at the given level."""
     nc = ma.c_type.shape[0]
-    x1 = np.empty(3)
-    v1 = np.empty(3)
-    a1 = np.empty(3)
-    x2 = np.empty(3)
-    v2 = np.empty(3)
-    a2 = np.empty(3)
-    dx1 = np.empty(3)
-    dv1 = np.empty(3)
-    da1 = np.empty(3)
-    dx2 = np.empty(3)
-    dv2 = np.empty(3)
-    da2 = np.empty(3)
-    e1 = np.empty(3)
-    ed1 = np.empty(3)
-    edd1 = np.empty(3)
-    e2 = np.empty(3)
-    ed2 = np.empty(3)
-    edd2 = np.empty(3)
-    de1 = np.empty(3)
-    ded1 = np.empty(3)
-    dedd1 = np.empty(3)
-    de2 = np.empty(3)
-    ded2 = np.empty(3)
-    dedd2 = np.empty(3)
+    _b3 = np.empty((24, 3))  # one allocation for the 3-vectors
+    x1 = _b3[0]
+    v1 = _b3[1]
+    a1 = _b3[2]
+    x2 = _b3[3]
+    v2 = _b3[4]
+    a2 = _b3[5]
+    dx1 = _b3[6]
+    dv1 = _b3[7]
+    da1 = _b3[8]
+    dx2 = _b3[9]
+    dv2 = _b3[10]
+    da2 = _b3[11]
+    e1 = _b3[12]
+    ed1 = _b3[13]
+    edd1 = _b3[14]
+    e2 = _b3[15]
+    ed2 = _b3[16]
+    edd2 = _b3[17]
+    de1 = _b3[18]
+    ded1 = _b3[19]
+    dedd1 = _b3[20]
+    de2 = _b3[21]
+    ded2 = _b3[22]
+    dedd2 = _b3[23]
     for k in range(nc):
         typ = ma.c_type[k]
         ci = ma.c_i[k]
@@ -441,12 +443,13 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
 def dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd, dhdd):
     """Tangent of :func:`_kernels.dof_values`."""
     nd = ma.dof_type.shape[0]
-    x = np.empty(3)
-    v = np.empty(3)
-    a = np.empty(3)
-    dx = np.empty(3)
-    dv = np.empty(3)
-    da = np.empty(3)
+    _b3 = np.empty((6, 3))  # one allocation for the 3-vectors
+    x = _b3[0]
+    v = _b3[1]
+    a = _b3[2]
+    dx = _b3[3]
+    dv = _b3[4]
+    da = _b3[5]
     for k in range(nd):
         if ma.dof_type[k] == DOF_COORD:
             c = ma.dof_i[k, 0]
@@ -591,15 +594,16 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
     dFs = np.zeros((nf, 6))
-    g = np.empty(3)
+    _b3 = np.empty((7, 3))  # one allocation for the 3-vectors
+    g = _b3[0]
     JG = np.empty((3, 3))
-    dg = np.empty(3)
+    dg = _b3[1]
     dJG = np.empty((3, 3))
-    t1 = np.empty(3)
-    t2 = np.empty(3)
-    t3 = np.empty(3)
-    Jw = np.empty(3)
-    dJw = np.empty(3)
+    t1 = _b3[2]
+    t2 = _b3[3]
+    t3 = _b3[4]
+    Jw = _b3[5]
+    dJw = _b3[6]
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
@@ -721,14 +725,15 @@ def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
 def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
     """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations)."""
     nf = ma.fr_parent.shape[0]
-    dPP = np.empty(3)
-    tdPP = np.empty(3)
-    dPr = np.empty(3)
-    tdPr = np.empty(3)
-    wpu = np.empty(3)
-    dwpu = np.empty(3)
-    t1 = np.empty(3)
-    t2 = np.empty(3)
+    _b3 = np.empty((8, 3))  # one allocation for the 3-vectors
+    dPP = _b3[0]
+    tdPP = _b3[1]
+    dPr = _b3[2]
+    tdPr = _b3[3]
+    wpu = _b3[4]
+    dwpu = _b3[5]
+    t1 = _b3[6]
+    t2 = _b3[7]
     zero3 = np.zeros(3)
     for f in range(nf):
         par = ma.fr_parent[f]
@@ -806,14 +811,15 @@ def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, d
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
     dFs = np.zeros((nf, 6))
-    g = np.empty(3)
+    _b3 = np.empty((6, 3))  # one allocation for the 3-vectors
+    g = _b3[0]
     JG = np.empty((3, 3))
-    dg = np.empty(3)
+    dg = _b3[1]
     dJG = np.empty((3, 3))
-    Jw = np.empty(3)
-    dJw = np.empty(3)
-    t1 = np.empty(3)
-    dt1 = np.empty(3)
+    Jw = _b3[2]
+    dJw = _b3[3]
+    t1 = _b3[4]
+    dt1 = _b3[5]
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:

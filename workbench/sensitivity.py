@@ -161,6 +161,25 @@ def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
                     dtype=np.int64)
 
 
+def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
+    """``1`` for each parameter column of ``Gm`` bound only to masses, centres of mass,
+    inertias and spring-damper data (point-to-point and joint): the adjoint gets their
+    gradient in reverse mode (:func:`_sens.virtual_power_gradient`, one pass for all of
+    them, so its cost does not grow with their number)."""
+    ma = cm.arrays
+    nfield = ma.p.shape[0]
+    ok = np.zeros(nfield, dtype=bool)
+    for b in range(ma.b_frame.shape[0]):
+        ok[ma.b_mass[b]] = True
+        ok[ma.b_com[b]:ma.b_com[b] + 3] = True
+        ok[ma.b_inr[b]:ma.b_inr[b] + 6] = True
+    for arr in (ma.sp_k, ma.sp_c, ma.sp_L0, ma.js_k, ma.js_c, ma.js_z0):
+        ok[np.asarray(arr, dtype=np.int64)] = True
+    kin = kinematic_parameters(cm, Gm)
+    return np.array([1 if kin[j] == 0 and not np.any(Gm[~ok, j] != 0.0) else 0
+                     for j in range(Gm.shape[1])], dtype=np.int64)
+
+
 def _initial_sensitivities(cm: CompiledModel, Gm):
     """``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: nonzero only for point-coordinate DOF whose
     initial value is read from the initial configuration (no explicit ``value``)."""
@@ -282,7 +301,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     W = _weights(N, dt)
     SZ0, SV0 = _initial_sensitivities(cm, Gm)
     pkin = kinematic_parameters(cm, Gm)
-    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, co.ms_type, co.ms_a, co.ms_c)
+    pskip = reverse_parameters(cm, Gm) if method == "adjoint" else np.zeros_like(pkin)
+    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, co.ms_type, co.ms_a,
+            co.ms_c)
     t1 = _time.perf_counter()
     if method == "direct":
         MV = np.zeros((N, nm))
@@ -362,6 +383,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     bounds = list(range(0, nsteps, seg)) + [nsteps]
     nseg = len(bounds) - 1
     pkin = kinematic_parameters(cm, Gm)
+    pskip = reverse_parameters(cm, Gm)
     SZ0, SV0 = _initial_sensitivities(cm, Gm)
 
     def rows_of(s):
@@ -422,7 +444,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         RUN = np.zeros((kend - k0, npar, no))
         st, k = S.adjoint_sweep(
             ma, ma.p, form, dt, vcode, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
-            sim.zddi[r], Gm, pkin, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
+            sim.zddi[r], Gm, pkin, pskip, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
             np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0), weights(k0, kend), GRAD,
             RUN, k0, N, carry)
         _raise(cm, st, sim, k)
