@@ -1,1 +1,7 @@
-"""OpenMDAO components wrapping workbench responses (see issue: OpenMDAO components)."""
+"""OpenMDAO components wrapping workbench responses with exact analytic derivatives."""
+
+from .multibody import (MultibodyResponse, MultibodyResponseMatrixFree, fd_partials_declared,
+                        om_units)
+
+__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "fd_partials_declared",
+           "om_units"]

@@ -637,7 +637,58 @@ def _cmd_bench(args) -> int:
     return 0
 
 
-_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce, _add_bench)
+# ----------------------------------------------------------------------------------------
+# workbench study / report
+# ----------------------------------------------------------------------------------------
+
+
+def _add_study(sub):
+    p = sub.add_parser(
+        "study", help="run an optimisation study (OpenMDAO, exact gradients)",
+        description="Run a shipped study with ScipyOptimizeDriver and analytic gradients, "
+                    "record every driver iteration in DIR/NAME/cases.db and write "
+                    "summary.json, report.md and report.html (with a gradient check and the "
+                    "same run with finite-difference gradients).  Studies: five-bar-design, "
+                    "buggy-suspension.")
+    p.add_argument("name", help="study name")
+    p.add_argument("--optimizer", default="SLSQP", choices=("SLSQP", "L-BFGS-B"))
+    p.add_argument("--out", default="reports", metavar="DIR")
+    p.add_argument("--maxiter", type=int, default=50)
+    p.add_argument("--t-end", type=float, default=None)
+    p.add_argument("--dt", type=float, default=None)
+    p.add_argument("--no-fd-comparison", action="store_true",
+                   help="skip the comparison run with finite-difference gradients")
+    p.set_defaults(func=_cmd_study)
+
+
+def _cmd_study(args) -> int:
+    from studies import STUDIES, run_study
+    if args.name not in STUDIES:
+        from .errors import UnknownNameError
+        raise UnknownNameError("study", args.name, list(STUDIES))
+    kw = {k: v for k, v in (("t_end", args.t_end), ("dt", args.dt)) if v is not None}
+    spec = STUDIES[args.name](**kw)
+    run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
+              compare_fd=not args.no_fd_comparison, echo=lambda s: print(s, flush=True))
+    return 0
+
+
+def _add_report(sub):
+    p = sub.add_parser("report", help="regenerate a study report from its cases.db",
+                       description="Regenerate report.md/report.html and figures of a study "
+                                   "from its recording DIR/NAME/cases.db alone.")
+    p.add_argument("db", help="path to cases.db")
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args) -> int:
+    from studies import report_from_db
+    report_from_db(args.db)
+    return 0
+
+
+_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce, _add_bench,
+             _add_study, _add_report)
 
 
 def build_parser() -> argparse.ArgumentParser:

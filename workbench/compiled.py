@@ -311,7 +311,8 @@ class CompiledModel:
         return self.model.compile({**self._current_overrides(), **values})
 
     def _current_overrides(self) -> dict:
-        return {k: p.value for k, p in self.model.parameters.items()}
+        # the values this model was compiled with (overrides included), in their own units
+        return {k: float(v) for k, v in zip(self.param_names, self.param_values)}
 
     def joints_of_coordinates(self, cols) -> list:
         return sorted({self.coord_joint[c] for c in cols if 0 <= c < self.n})

@@ -1,0 +1,173 @@
+"""OpenMDAO components exposing multibody responses with exact analytic derivatives.
+
+:class:`MultibodyResponse` is an ``ExplicitComponent``: its inputs are named design
+parameters of a workbench model (with their units), its outputs integral objectives
+``psi = int g dt`` of a simulation.  ``compute`` simulates and computes the gradient once
+per design (cached on the input values); ``compute_partials`` hands OpenMDAO that cached
+analytic Jacobian (direct or adjoint method of :func:`workbench.sensitivity.sensitivity`,
+never finite differences).
+
+:class:`MultibodyResponseMatrixFree` is the matrix-free form: ``compute_jacvec_product``
+maps forward mode to the direct method (tangent linear model) and reverse mode to the
+adjoint method.  Each method's Jacobian is computed once per design (a direct sweep
+carries all parameter directions at once, an adjoint sweep all objectives at once) and
+then contracted with OpenMDAO's seeds.
+
+Analysis failures of the simulation (Newton divergence, a singular configuration at a
+trial design, an unassemblable configuration, non-finite values) are raised as
+``openmdao.api.AnalysisError`` carrying the original message, so drivers can back off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openmdao.api as om
+from openmdao.utils.units import valid_units
+
+from workbench.compiled import CompiledModel
+from workbench.errors import SimulationError
+from workbench.model import Model
+from workbench.sensitivity import sensitivity
+from workbench.simulate import _compiled
+
+METHODS = ("auto", "direct", "adjoint")
+
+
+def om_units(unit: str | None) -> str | None:
+    """OpenMDAO spelling of a workbench unit (``kg*m^2`` -> ``kg*m**2``), or None when
+    OpenMDAO does not know it (the value is then passed through unconverted)."""
+    if not unit:
+        return None
+    u = unit.replace("^", "**")
+    return u if valid_units(u) else None
+
+
+class _Base(om.ExplicitComponent):
+    """Options, set-up and the cached evaluation shared by both forms."""
+
+    def initialize(self):
+        self.options.declare("model", desc="shipped model name, Model or CompiledModel")
+        self.options.declare("objectives", default=None, allow_none=True,
+                             desc="list of workbench Objective; default: the model's own")
+        self.options.declare("parameters", default=None, allow_none=True,
+                             desc="parameter names; default: the model's design_parameters")
+        self.options.declare("method", default="auto", values=METHODS,
+                             desc="gradient method; auto = direct when fewer parameters "
+                                  "than responses, else adjoint")
+        self.options.declare("formulation", default="sr-com", values=("sr-com", "sr-origin"))
+        self.options.declare("variant", default="discrete", values=("discrete", "continuous"))
+        self.options.declare("t_end", default=None, allow_none=True)
+        self.options.declare("dt", default=None, allow_none=True)
+
+    def setup(self):
+        model = self.options["model"]
+        self._wb_cm = _compiled(model) if not isinstance(model, CompiledModel) else model
+        # a probe evaluation of the names (no simulation: sensitivity validates them later)
+        meta = getattr(self._wb_cm.model, "meta", {}) or {}
+        names = self.options["parameters"] or meta.get("design_parameters")
+        if not names:
+            from workbench.errors import ModelError
+            raise ModelError(f"model {self._wb_cm.name!r}: no parameters given and no "
+                             "design_parameters declared")
+        self._wb_names = tuple(names)
+        for nm in self._wb_names:
+            if nm not in self._wb_cm.param_names:
+                from workbench.errors import UnknownNameError
+                raise UnknownNameError("parameter", nm, self._wb_cm.param_names)
+        from workbench.sensitivity import _resolve_objectives
+        self._wb_co = _resolve_objectives(self._wb_cm, self.options["objectives"])
+        self._wb_resp = tuple(self._wb_co.names)
+        values = dict(zip(self._wb_cm.param_names, self._wb_cm.param_values))
+        for nm in self._wb_names:
+            j = self._wb_cm.param_names.index(nm)
+            self.add_input(nm, val=values[nm], units=om_units(self._wb_cm.param_units[j]),
+                           desc=f"workbench parameter {nm!r}")
+        for r in self._wb_resp:
+            self.add_output(r, val=0.0, desc=f"integral objective {r!r}")
+        self._wb_cache = {}
+        self.n_simulations = 0
+
+    # -- evaluation ---------------------------------------------------------------------
+    def _method(self, mode=None) -> str:
+        if mode == "fwd":
+            return "direct"
+        if mode == "rev":
+            return "adjoint"
+        m = self.options["method"]
+        if m == "auto":
+            return "direct" if len(self._wb_names) < len(self._wb_resp) else "adjoint"
+        return m
+
+    def _evaluate(self, inputs, method):
+        x = tuple(float(inputs[nm][0]) for nm in self._wb_names)
+        key = (x, method)
+        if key not in self._wb_cache:
+            if len(self._wb_cache) > 8:
+                self._wb_cache.clear()
+            try:
+                cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
+                res = sensitivity(cm, self._co_objectives(), list(self._wb_names), method=method,
+                                  variant=self.options["variant"],
+                                  formulation=self.options["formulation"],
+                                  t_end=self.options["t_end"], dt=self.options["dt"])
+            except SimulationError as exc:
+                raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
+            self.n_simulations += 1
+            self._wb_cache[key] = res
+        return self._wb_cache[key]
+
+    def _co_objectives(self):
+        return self.options["objectives"]
+
+    def compute(self, inputs, outputs):
+        res = self._evaluate(inputs, self._method())
+        for k, r in enumerate(self._wb_resp):
+            outputs[r] = res.psi[k]
+
+
+class MultibodyResponse(_Base):
+    """Integral responses of a multibody simulation with the cached analytic Jacobian."""
+
+    def setup(self):
+        super().setup()
+        for r in self._wb_resp:
+            self.declare_partials(r, list(self._wb_names))     # analytic, exact
+
+    def compute_partials(self, inputs, J):
+        res = self._evaluate(inputs, self._method())
+        for k, r in enumerate(self._wb_resp):
+            for j, nm in enumerate(self._wb_names):
+                J[r, nm] = res.gradient[k, j]
+
+
+class MultibodyResponseMatrixFree(_Base):
+    """Matrix-free form: forward mode = direct method, reverse mode = adjoint method."""
+
+    def compute_jacvec_product(self, inputs, d_inputs, d_outputs, mode):
+        res = self._evaluate(inputs, self._method(mode))
+        G = res.gradient
+        if mode == "fwd":
+            for k, r in enumerate(self._wb_resp):
+                if r in d_outputs:
+                    d_outputs[r] += sum(G[k, j] * d_inputs[nm]
+                                        for j, nm in enumerate(self._wb_names) if nm in d_inputs)
+        else:
+            for j, nm in enumerate(self._wb_names):
+                if nm in d_inputs:
+                    d_inputs[nm] += sum(G[k, j] * d_outputs[r]
+                                        for k, r in enumerate(self._wb_resp)
+                                        if r in d_outputs)
+
+
+def fd_partials_declared(problem) -> list:
+    """Names of the components of ``problem`` (after setup) that approximate partials by
+    finite or complex differences; the workbench's own must never appear here."""
+    bad = []
+    for comp in problem.model.system_iter(recurse=True, typ=om.ExplicitComponent):
+        if getattr(comp, "_approx_schemes", None):
+            bad.append(comp.pathname)
+    return bad
+
+
+__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "om_units",
+           "fd_partials_declared", "Model"]
