@@ -114,14 +114,20 @@ def _run(prob, spec, echo):
 
 
 def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxiter: int = 50,
-              compare_fd: bool = True, echo=print) -> dict:
-    """Run a study and write its recording and report under ``out/spec.name``."""
+              compare_fd: bool = True, echo=print, x0: dict | None = None,
+              subdir: str | None = None) -> dict:
+    """Run a study and write its recording and report under ``out/spec.name`` (or
+    ``out/spec.name/subdir``), starting from the design ``x0`` (default: the model's)."""
     out = Path(out) / spec.name
+    if subdir:
+        out = out / subdir
     out.mkdir(parents=True, exist_ok=True)
     db = out / "cases.db"
     if db.exists():
         db.unlink()
     prob = build_problem(spec, optimizer, maxiter, fd=False, recorder_path=str(db))
+    for nm, v in (x0 or {}).items():
+        prob.set_val(nm, v)
     prob.run_model()
     x0 = _design(prob, spec)
     J0 = float(prob.get_val("J")[0])
@@ -149,6 +155,8 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
     if compare_fd:
         echo(f"[{spec.name}] the same optimisation with finite-difference gradients ...")
         pf = build_problem(spec, optimizer, maxiter, fd=True)
+        for nm, v in (x0 or {}).items():
+            pf.set_val(nm, v)
         okf, itf, wallf, nsimf = _run(pf, spec, lambda s: None)
         fdrun = {"success": okf, "iterations": itf, "wall_time_s": wallf,
                  "simulations": nsimf, "objective_final": float(pf.get_val("J")[0])}
@@ -309,3 +317,77 @@ def write_report(db: Path, echo=print) -> Path:
     (out / "report.html").write_text(text + "</body></html>\n")
     echo(f"report: {out / 'report.md'}, {out / 'report.html'}")
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# multi-start on Dask
+# ----------------------------------------------------------------------------------------
+
+
+def latin_hypercube(spec: StudySpec, k: int, seed: int = 0) -> list:
+    """``k`` starting designs, a Latin hypercube inside the bounds."""
+    from scipy.stats import qmc
+    names = spec.parameters
+    lo = np.array([spec.bounds[n][0] for n in names])
+    hi = np.array([spec.bounds[n][1] for n in names])
+    u = qmc.LatinHypercube(d=len(names), seed=seed).random(k)
+    return [dict(zip(names, map(float, lo + r * (hi - lo)))) for r in u]
+
+
+def _run_start(builder_name, kwargs, optimizer, out, maxiter, k, x0):
+    """One start on a Dask worker (module-level: picklable)."""
+    from .builtin import STUDIES
+    spec = STUDIES[builder_name](**kwargs)
+    s = run_study(spec, optimizer, out=out, maxiter=maxiter, compare_fd=False,
+                  echo=lambda *_: None, x0=x0, subdir=f"start-{k}")
+    return {"start": k, **{key: s[key] for key in ("success", "iterations",
+                                                    "objective_initial", "objective_final",
+                                                    "design_initial", "design_final",
+                                                    "wall_time_s")}}
+
+
+def run_multistart(builder_name: str, optimizer: str, starts: int, workers: int = 2,
+                   scheduler: str | None = None, out: str | Path = "reports",
+                   maxiter: int = 50, echo=print, **kwargs) -> list:
+    """``starts`` independent optimisations from Latin-hypercube designs, run in parallel
+    on Dask: a ``LocalCluster`` with ``workers`` single-threaded processes, or the
+    existing cluster at ``scheduler``.  Each start records ``out/NAME/start-k/cases.db``;
+    ``out/NAME/starts.md`` and ``starts.json`` rank them."""
+    from dask.distributed import Client, LocalCluster, as_completed
+    from .builtin import STUDIES
+    spec = STUDIES[builder_name](**kwargs)           # compiles the kernels once (disk cache)
+    designs = latin_hypercube(spec, starts)
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futs = [client.submit(_run_start, builder_name, kwargs, optimizer, str(out), maxiter,
+                              k, x0, pure=False) for k, x0 in enumerate(designs)]
+        results = []
+        for fut in as_completed(futs):
+            r = fut.result()
+            echo(f"  start {r['start']}: success={r['success']} iterations={r['iterations']} "
+                 f"objective {r['objective_initial']:.6g} -> {r['objective_final']:.6g}")
+            results.append(r)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    results.sort(key=lambda r: (not r["success"], r["objective_final"]))
+    d = Path(out) / spec.name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "starts.json").write_text(json.dumps(results, indent=2))
+    lines = [f"# `{spec.name}`: {starts} starts ({optimizer}), ranked", "",
+             "| rank | start | success | iterations | objective initial | objective final | "
+             "recording |", "|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(results):
+        lines.append(f"| {i + 1} | {r['start']} | {r['success']} | {r['iterations']} | "
+                     f"{r['objective_initial']:.6g} | {r['objective_final']:.6g} | "
+                     f"start-{r['start']}/cases.db |")
+    (d / "starts.md").write_text("\n".join(lines) + "\n")
+    echo(f"wrote {d / 'starts.md'}")
+    return results

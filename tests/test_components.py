@@ -114,3 +114,19 @@ def test_five_bar_study_from_the_cli(tmp_path, optimizer):
     text = (d / "report.md").read_text()
     assert "Gradient check" in text and "RECONSTRUCTION" in text
     assert (d / "report.html").stat().st_size > 0 and (d / "history.png").exists()
+
+
+def test_multistart_on_a_local_dask_cluster(tmp_path):
+    """Two Latin-hypercube starts on two local Dask worker processes, each with its own
+    recording; the ranking is written."""
+    from workbench.cli import main
+    assert main(["study", "five-bar-design", "--optimizer", "SLSQP", "--out", str(tmp_path),
+                 "--t-end", "0.3", "--maxiter", "5", "--starts", "2", "--workers", "2"]) == 0
+    d = tmp_path / "five-bar-design"
+    ranked = json.loads((d / "starts.json").read_text())
+    assert sorted(r["start"] for r in ranked) == [0, 1]
+    finals = [r["objective_final"] for r in ranked if r["success"]]
+    assert finals == sorted(finals)
+    for k in (0, 1):
+        assert len(om.CaseReader(str(d / f"start-{k}" / "cases.db")).get_cases("driver")) >= 1
+    assert "| 1 |" in (d / "starts.md").read_text()

@@ -658,6 +658,11 @@ def _add_study(sub):
     p.add_argument("--dt", type=float, default=None)
     p.add_argument("--no-fd-comparison", action="store_true",
                    help="skip the comparison run with finite-difference gradients")
+    p.add_argument("--starts", type=int, default=1,
+                   help="K independent starts (Latin hypercube in the bounds) on Dask")
+    p.add_argument("--workers", type=int, default=2, help="local Dask workers (processes)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="join an existing Dask cluster instead of a local one")
     p.set_defaults(func=_cmd_study)
 
 
@@ -667,6 +672,12 @@ def _cmd_study(args) -> int:
         from .errors import UnknownNameError
         raise UnknownNameError("study", args.name, list(STUDIES))
     kw = {k: v for k, v in (("t_end", args.t_end), ("dt", args.dt)) if v is not None}
+    if args.starts > 1:
+        from studies.core import run_multistart
+        run_multistart(args.name, args.optimizer, args.starts, workers=args.workers,
+                       scheduler=args.scheduler, out=args.out, maxiter=args.maxiter,
+                       echo=lambda s: print(s, flush=True), **kw)
+        return 0
     spec = STUDIES[args.name](**kw)
     run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
               compare_fd=not args.no_fd_comparison, echo=lambda s: print(s, flush=True))
