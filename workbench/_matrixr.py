@@ -516,7 +516,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                           pos_tol, pos_maxit, conservative,
                           T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
                           VIOL_out, VVIOL_out, IT_out, E_out, STEP_out, resume, a_init,
-                          aprev_init, hprev_init, kofs):
+                          aprev_init, nplain_init, kofs):
     """Fixed-step implicit trapezoidal rule on the independent coordinates.
 
     Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
@@ -538,8 +538,8 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
 
     With ``resume`` the run continues a stored trajectory from one of its rows (adjoint
     checkpointing): the acceleration ``a_init`` of that row is taken as it is (not
-    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init`` (the
-    previous row's acceleration, ``hprev_init`` = the interval to it, 0 for none), so that
+    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init`` (2 x d:
+    the accelerations of the two previous rows, ``nplain_init`` of them usable), so that
     the re-run reproduces the stored rows bit for bit.  ``kofs`` is the index of the
     first row in the whole run (times are ``t0 + (kofs + k - 1) h + h`` as there).
 
@@ -603,13 +603,15 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     czd = zd.copy()
     czdd = zdd.copy()
     an = a.copy()
-    # acceleration of the node before ``an`` and the length of the interval between them
-    # (for the predictor; hprev = 0: no usable previous node)
+    # accelerations of the two nodes before ``an`` (for the predictor), ``nplain`` of them
+    # usable: reached by plain steps of length h
     aprev = a.copy()
-    hprev = 0.0
+    aprev2 = a.copy()
+    nplain = 0
     if resume:
-        aprev[:] = aprev_init
-        hprev = hprev_init
+        aprev[:] = aprev_init[0]
+        aprev2[:] = aprev_init[1]
+        nplain = nplain_init
     zin = zi.copy()
     zdin = zdi.copy()
     zn = z.copy()
@@ -649,11 +651,17 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     t = t0 + (kofs + k0 + span - 1) * h + h
                 else:
                     t = t0 + (kofs + k0) * h + (sub + 1) * hs
-                # predictor: the acceleration extrapolated linearly from the last two
-                # nodes (constant at the first step and in retried sub-steps)
-                lin = sub == 0 and nsub == 1 and hprev > 0.0
+                # predictor: the acceleration extrapolated from the last nodes, quadratic
+                # from three (error O(h^3)), linear from two, constant at the first step and
+                # in retried sub-steps
+                plain = sub == 0 and nsub == 1
                 for k in range(d):
-                    a[k] = ca[k] + (hs / hprev) * (ca[k] - aprev[k]) if lin else ca[k]
+                    if plain and span == 1 and nplain >= 2:
+                        a[k] = 3.0 * ca[k] - 3.0 * aprev[k] + aprev2[k]
+                    elif plain and nplain >= 1:
+                        a[k] = ca[k] + (hs / h) * (ca[k] - aprev[k])
+                    else:
+                        a[k] = ca[k]
                 for k in range(n):
                     z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
                 converged = False
@@ -791,10 +799,11 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             factor_theta(ma, p, cz, ws)
             t = t0 + (kofs + k1 - 1) * h + h
         if span == 1 and nsub == 1:
+            aprev2[:] = aprev
             aprev[:] = an
-            hprev = h
+            nplain = min(nplain + 1, 2)
         else:
-            hprev = 0.0
+            nplain = 0
         an[:] = ca
         zin[:] = czi
         zdin[:] = czdi

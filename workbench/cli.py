@@ -307,7 +307,8 @@ def write_plot(result, path) -> None:
     plt.close(fig)
 
 
-def _print_summary(s: dict, out_dir, stream=sys.stdout) -> None:
+def _print_summary(s: dict, out_dir, stream=None) -> None:
+    stream = sys.stdout if stream is None else stream    # the current stdout, not import-time
     rows = [
         ("model", s["model"] + (f"  (from {s['source']})" if s["source"] != s["model"] else "")),
         ("formulation", f"{s['formulation']}: {s.get('formulation_label', '')}"),

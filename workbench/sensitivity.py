@@ -417,18 +417,26 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     C0 = np.zeros((nm, no))
     MV0 = None
     last = None
+    hist = np.zeros((0, cm.d))
     for s in range(nseg):
         checkpoints.append(ck)
         sim, MV = run_segment(s, ck)
         if MV0 is None:
             MV0 = MV[0].copy()
+            hist = sim.zddi[:1].copy()
         k0, kend = rows_of(s)
         g, GM = co.integrand_partials(MV, MV0)
         w = weights(k0, kend)
         psi += w @ g[:kend - k0]
         C0 -= np.einsum("n,ntk->tk", w, GM[:kend - k0]) * co.relative[:, None]
+        # the predictor state at the checkpoint row: the two previous rows' accelerations
+        hist = np.concatenate([hist, sim.zddi[1:]])[-3:]
+        k1 = bounds[s + 1]
+        prev = np.zeros((2, cm.d))
+        for i in range(min(k1, 2)):
+            prev[i] = hist[-2 - i]
         ck = (sim.zi[-1].copy(), sim.zdi[-1].copy(), sim.z[-1].copy(),
-              (sim.zddi[-1].copy(), sim.zddi[-2].copy(), dt))
+              (sim.zddi[-1].copy(), prev, min(k1, 2)))
         last = (sim, MV)
     t_fwd = _time.perf_counter() - t0
     t1 = _time.perf_counter()

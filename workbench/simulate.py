@@ -159,8 +159,9 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
          newton_maxit=NEWTON_MAXIT, resume=None, kofs=0) -> SimulationResult:
     """Integrate ``nsteps`` steps from ``(zi0, zdi0)`` (position guess ``z0``).
 
-    ``resume = (a, aprev, hprev)`` continues a stored trajectory from one of its rows
-    (the row's acceleration, the previous row's and the interval to it): the rows are
+    ``resume = (a, aprev, nplain)`` continues a stored trajectory from one of its rows (the
+    row's acceleration, the two previous rows' (2 x d) and how many of those were reached
+    by plain steps, at most 2): the rows are
     reproduced bit for bit (used by the checkpointed adjoint); ``kofs`` is then the index of
     the starting row in the whole run (``t0`` stays the start time of the whole run)."""
     n, d = cm.n, cm.d
@@ -173,18 +174,19 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
     energy = np.zeros(N)
     steps = np.zeros((N, 2), dtype=np.int64)
     if resume is None:
-        res_flag, a_init, aprev, hprev = False, np.zeros(d), np.zeros(d), 0.0
+        res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((2, d)), 0
     else:
         res_flag = True
-        a_init, aprev, hprev = (np.ascontiguousarray(resume[0], dtype=float),
-                                np.ascontiguousarray(resume[1], dtype=float), float(resume[2]))
+        a_init = np.ascontiguousarray(resume[0], dtype=float)
+        aprev = np.ascontiguousarray(np.reshape(resume[1], (2, d)), dtype=float)
+        nplain = int(resume[2])
     start = _time.perf_counter()
     st, step, t, value, bad = MR.integrate_trapezoidal(
         cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,
         np.ascontiguousarray(zi0, dtype=float), np.ascontiguousarray(zdi0, dtype=float),
         np.ascontiguousarray(z0, dtype=float), newton_tol, newton_maxit, POS_TOL, POS_MAXIT,
         cm.conservative, T, Zo, ZDo, ZDDo, ZIo, ZDIo, ZDDIo, viol, vviol, iters, energy, steps,
-        res_flag, a_init, aprev, hprev, int(kofs))
+        res_flag, a_init, aprev, nplain, int(kofs))
     wall = _time.perf_counter() - start
     ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
     raise_for_status(cm, st, t, value, bad, ctx, z=Zo[step - 1] if step >= 1 else None)
