@@ -29,6 +29,21 @@ OPTIMIZERS = ("SLSQP", "L-BFGS-B")
 
 
 @dataclass
+class Case:
+    """One simulation of a study: a model (maneuver) and its responses.  Its outputs are
+    named ``{label}_{objective}`` (just ``{objective}`` when ``label`` is empty)."""
+
+    label: str
+    model: str
+    objectives: list | None = None
+    t_end: float | None = None
+    dt: float | None = None
+
+    def output(self, name: str) -> str:
+        return f"{self.label}_{name}" if self.label else name
+
+
+@dataclass
 class StudySpec:
     """What a study optimises.
 
@@ -48,6 +63,10 @@ class StudySpec:
     dt: float | None = None
     formulation: str = "sr-com"
     description: str = ""
+    cases: list | None = None               # several simulations (default: one, `model`)
+
+    def all_cases(self) -> list:
+        return self.cases or [Case("", self.model, self.objectives, self.t_end, self.dt)]
 
 
 def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool = False,
@@ -57,10 +76,15 @@ def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool =
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}")
     prob = om.Problem(name=f"{spec.name}-{optimizer}{'-fd' if fd else ''}".replace(".", ""),
                       reports=False)
-    comp = MultibodyResponse(model=spec.model, objectives=spec.objectives,
-                             parameters=spec.parameters, t_end=spec.t_end, dt=spec.dt,
-                             formulation=spec.formulation)
-    prob.model.add_subsystem("mb", comp, promotes=["*"])
+    from workbench.sensitivity import _resolve_objectives
+    from workbench.simulate import _compiled
+    for i, case in enumerate(spec.all_cases()):
+        comp = MultibodyResponse(model=case.model, objectives=case.objectives,
+                                 parameters=spec.parameters, t_end=case.t_end, dt=case.dt,
+                                 formulation=spec.formulation)
+        outs = _resolve_objectives(_compiled(case.model), case.objectives).names
+        prob.model.add_subsystem(f"mb{i}", comp, promotes_inputs=["*"],
+                                 promotes_outputs=[(o, case.output(o)) for o in outs])
     terms = " + ".join(f"{float(w)!r} * {r}" for r, w in spec.objective.items())
     prob.model.add_subsystem("obj", om.ExecComp(f"J = {terms}"), promotes=["*"])
     for nm in spec.parameters:
@@ -90,7 +114,7 @@ def _design(prob, spec):
 
 def _run(prob, spec, echo):
     """Run the driver with per-iteration progress; returns (success, iterations, wall)."""
-    comp = prob.model.mb
+    comps = list(prob.model.system_iter(recurse=True, typ=MultibodyResponse))
     it = {"n": 0}
     orig = prob.driver._objfunc
 
@@ -110,7 +134,7 @@ def _run(prob, spec, echo):
     failed = prob.run_driver()
     wall = time.perf_counter() - t0
     success = not (failed.success is False if hasattr(failed, "success") else bool(failed))
-    return success, prob.driver.iter_count, wall, comp.n_simulations
+    return success, prob.driver.iter_count, wall, sum(c.n_simulations for c in comps)
 
 
 def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxiter: int = 50,
@@ -142,14 +166,16 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
     # gradient check at the optimum: analytic vs central differences of the simulation
     from workbench import catalog
     from workbench.sensitivity import sensitivity
-    cm = catalog.load(spec.model).compile(x1)
-    kw = dict(objectives=spec.objectives, parameters=spec.parameters, t_end=spec.t_end,
-              dt=spec.dt, formulation=spec.formulation)
-    an = sensitivity(cm, **kw, method="adjoint")
-    fdg = sensitivity(cm, **kw, method="fd")
-    gcheck = [{"response": r, "parameter": p, "analytic": float(an.gradient[k, j]),
-               "fd": float(fdg.gradient[k, j])}
-              for k, r in enumerate(an.objectives) for j, p in enumerate(an.parameters)]
+    gcheck = []
+    for case in spec.all_cases():
+        cm = catalog.load(case.model).compile(x1)
+        kw = dict(objectives=case.objectives, parameters=spec.parameters, t_end=case.t_end,
+                  dt=case.dt, formulation=spec.formulation)
+        an = sensitivity(cm, **kw, method="adjoint")
+        fdg = sensitivity(cm, **kw, method="fd")
+        gcheck += [{"response": case.output(r), "parameter": p,
+                    "analytic": float(an.gradient[k, j]), "fd": float(fdg.gradient[k, j])}
+                   for k, r in enumerate(an.objectives) for j, p in enumerate(an.parameters)]
     prob.cleanup()
     fdrun = None
     if compare_fd:
@@ -171,6 +197,7 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
                "objective_weights": spec.objective,
                "wall_time_s": wall, "simulations": nsim,
                "t_end": spec.t_end, "dt": spec.dt, "formulation": spec.formulation,
+               "cases": [asdict(c) | {"objectives": None} for c in spec.all_cases()],
                "gradient_check": gcheck, "fd_comparison": fdrun,
                "description": spec.description}
     (out / "summary.json").write_text(json.dumps(
@@ -229,13 +256,14 @@ def write_report(db: Path, echo=print) -> Path:
     # baseline versus optimum time histories (re-simulated: the recording holds the designs)
     from workbench import catalog, simulate
     fig, ax = plt.subplots(figsize=(7, 3.5))
+    case = (S.get("cases") or [{"model": S["model"], "t_end": S["t_end"], "dt": S["dt"]}])[0]
     for lab, x in (("baseline", S["design_initial"]), ("optimum", S["design_final"])):
-        cm = catalog.load(S["model"]).compile(x)
+        cm = catalog.load(case["model"]).compile(x)
         meta = getattr(cm.model, "meta", {}) or {}
-        t_end = S["t_end"] or meta.get("t_end", 1.0)
-        dt = S["dt"] or meta.get("dt", 1e-3)
+        t_end = case["t_end"] or meta.get("t_end", 1.0)
+        dt = case["dt"] or meta.get("dt", 1e-3)
         res = simulate(cm, t_end, dt, S["formulation"])
-        for j, nm in enumerate(res.dof_names):
+        for j, nm in enumerate(res.dof_names[:6]):
             ax.plot(res.t, res.zi[:, j], label=f"{nm} ({lab})", ls="-" if lab == "optimum" else "--")
     ax.set_xlabel("t [s]")
     ax.set_ylabel("degrees of freedom")
