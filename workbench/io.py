@@ -43,6 +43,12 @@ file; references to unknown bodies, points, joints or parameters raise
 ``[[joint_springs]]``  -> ``Model.joint_spring(...)``: ``name, joint, k, c, q0, index``.
 ``[[forces]]``  -> ``Model.force(...)``: ``name, body, point, direction, function``.
 ``[[torques]]``  -> ``Model.torque(...)``: ``name, body, direction, function``.
+``[[tires]]``  -> ``Model.tire(...)``: ``name, body, center`` (point name or coordinates),
+    ``axis`` (vector name of the body or three components), ``radius, k`` and optional
+    ``c, mu, v_eps, depth_ramp, force_ramp, provenance`` (all parametric).
+``[road]``  -> ``Model.road(...)``: ``z0`` (default 0), ``steps = [{x = .., height = ..,
+    length = ..}, ...]`` (parametric; quintic steps centred at ``x``), ``provenance``.
+    Without it the road is flat, ``z = 0``.
 ``[objectives.NAME]``  -> ``Model.objectives[NAME]`` (free-form tables, stored as given).
 ``[generator]``
     ``kind`` plus the options of a registered generator (:data:`GENERATORS`) that expands
@@ -109,8 +115,16 @@ _LIST_SECTIONS = {
     "joint_springs": ({"name", "joint", "k"}, {"c", "q0", "index"}),
     "forces": ({"name", "body", "point", "direction", "function"}, set()),
     "torques": ({"name", "body", "direction", "function"}, set()),
+    "tires": ({"name", "body", "center", "axis", "radius", "k"},
+              {"c", "mu", "v_eps", "depth_ramp", "force_ramp", "provenance"}),
 }
-_SECTIONS = {"model", "parameters", "ground", "generator", "objectives"} | set(_LIST_SECTIONS)
+_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road"}
+             | set(_LIST_SECTIONS))
+_ROAD_KEYS = {"z0", "steps", "provenance"}
+#: tire fields and their dimensions (see Model.tire)
+_TIRE_FIELDS = (("radius", "length"), ("k", "stiffness"), ("c", "damping"),
+                ("mu", "dimensionless"), ("v_eps", "velocity"), ("depth_ramp", "length"),
+                ("force_ramp", "force"))
 
 _ACCEL = {"acceleration"}
 _COORD = {"length", "angle", "dimensionless"}
@@ -681,6 +695,37 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
                _static_list(ctx, t["direction"], None, where + " direction", 3),
                _function(ctx, t["function"], where + " function"))
 
+    for i, t in enumerate(_entries(ctx, data, "tires")):
+        where = _where("tires", i, t)
+        body = _body_name(ctx, t["body"], where + " body")
+        axis = t["axis"]
+        if isinstance(axis, str):
+            vecs = ctx.model.bodies[body].vectors
+            if axis not in vecs:
+                raise _unknown(ctx, f"vector on body {body!r}", axis, vecs, where + " axis")
+        else:
+            axis = _static_list(ctx, axis, None, where + " axis", 3)
+        kw = {key: _field(ctx, t[key], dim, f"{where} {key}")
+              for key, dim in _TIRE_FIELDS if key in t}
+        _guard(ctx, where, model.tire, _string(ctx, t["name"], where + " name"), body,
+               _point(ctx, body, t["center"], where + " center"), axis,
+               provenance=_string(ctx, t.get("provenance", ""), where + " provenance"), **kw)
+
+    if "road" in data:
+        rd = data["road"]
+        _check_keys(ctx, rd, "[road]", set(), _ROAD_KEYS)
+        steps_raw = rd.get("steps", [])
+        if not isinstance(steps_raw, list):
+            raise ctx.err("[road] steps", "expected a list of tables {x, height, length}")
+        steps = []
+        for i, st in enumerate(steps_raw):
+            w = f"[road] steps[{i}]"
+            _check_keys(ctx, st, w, {"x", "height", "length"}, set())
+            steps.append({key: _field(ctx, st[key], "length", f"{w} {key}")
+                          for key in ("x", "height", "length")})
+        _guard(ctx, "[road]", model.road, _field(ctx, rd.get("z0", 0.0), "length", "[road] z0"),
+               steps, provenance=_string(ctx, rd.get("provenance", ""), "[road] provenance"))
+
     # ---- degrees of freedom, objectives, metadata
     if "dof" in head:
         model.dof(*_dof(ctx, head["dof"]))
@@ -880,6 +925,17 @@ def model_to_dict(model: Model) -> dict:
         {"name": t.name, "body": t.body, "direction": _out(t.direction),
          "function": _out(t.function.to_spec())}
         for t in model.loads.values() if t.kind == "torque"]
+    doc["tires"] = [
+        _drop_empty({"name": t.name, "body": t.body, "center": _out(t.center),
+                     "axis": _out(t.axis), "radius": _out(t.radius), "k": _out(t.k),
+                     "c": _out(t.c), "mu": _out(t.mu), "v_eps": _out(t.v_eps),
+                     "depth_ramp": _out(t.depth_ramp), "force_ramp": _out(t.force_ramp),
+                     "provenance": t.provenance})
+        for t in model.tires.values()]
+    if model.road_spec is not None:
+        doc["road"] = {"z0": _out(model.road_spec.z0), "steps": _out(model.road_spec.steps)}
+        if model.road_spec.provenance:
+            doc["road"]["provenance"] = model.road_spec.provenance
     if model.objectives:
         doc["objectives"] = _out(model.objectives)
     return {k: v for k, v in doc.items() if v != []}
