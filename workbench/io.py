@@ -72,7 +72,9 @@ vector and are differentiable with respect to the parameters.  Each may be
 
 *Load-time* fields are plain numbers in the builder (``gravity``, joint ``axis``/``axis2``/
 ``orientation``/``q0``/``qd0``, cut axes, load directions, time-function constants, ``dof``
-``velocity``/``value``).  They accept the same forms; a parameter reference is replaced by
+``velocity``/``value``).  They accept the same forms, and also ``{param = "v0", divide_by =
+"R", scale = ...}`` (= scale * v0 / R, e.g. the spin rate of a wheel rolling at the speed
+``v0``; the dimension of the quotient is not checked); a parameter reference is replaced by
 the parameter's SI value when the file is loaded (so it carries the parameter's provenance,
 but a later compile-time override of that parameter does not change it; override it in
 :func:`load_model` / :func:`workbench.catalog.load` instead).  :func:`model_to_dict` writes
@@ -251,19 +253,24 @@ def _static(ctx: _Ctx, v, dims: set | None, where: str) -> float:
     """A number now: parameter references are replaced by the parameter's SI value."""
     if _is_number(v):
         return _finite(ctx, v, where)
-    name, scale = None, 1.0
+    name, scale, divisor = None, 1.0, None
     if isinstance(v, str):
         name = v
     elif isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str) \
             and _is_number(v[1]):
         name, scale = v[0], float(v[1])
     elif isinstance(v, dict) and "param" in v:
-        _check_keys(ctx, v, where, {"param"}, {"scale"})
+        _check_keys(ctx, v, where, {"param"}, {"scale", "divide_by"})
         name = _string(ctx, v["param"], where + ".param")
         scale = v.get("scale", 1.0)
         if not _is_number(scale):
             raise ctx.err(where, f"scale must be a number, got {scale!r}")
         scale = float(scale)
+        if "divide_by" in v:
+            dname = _string(ctx, v["divide_by"], where + ".divide_by")
+            divisor = ctx.param(dname, where).si_value
+            if divisor == 0.0:
+                raise ctx.err(where, f"divide_by parameter {dname!r} is zero")
     elif isinstance(v, dict) and "value" in v:
         _check_keys(ctx, v, where, {"value"}, {"unit"})
         unit = v.get("unit")
@@ -287,6 +294,8 @@ def _static(ctx: _Ctx, v, dims: set | None, where: str) -> float:
         if dim not in dims:
             raise UnitError(f"{ctx.source}: {where}: parameter {name!r} has unit {prm.unit!r} "
                             f"({dim}), expected {' or '.join(sorted(dims))}")
+    if divisor is not None:
+        return scale * prm.si_value / divisor
     return scale * prm.si_value
 
 
