@@ -235,10 +235,6 @@ def test_slider_crank_at_dead_point_with_slider_dof_is_singular():
     assert res.max_constraint_violation < 1e-10   # position tolerance 1e-12 + rounding
 
 
-@pytest.mark.xfail(strict=True, reason="engine diagnostic bug: running into the dead point "
-                   "with the slider as degree of freedom ends in NewtonConvergenceError "
-                   "('reduce the time step', also at h = 1e-4) or AssemblyError instead of "
-                   "SingularConfigurationError naming the DOF")
 def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     """Slider as DOF, moving towards the dead point (no gravity): the crank reaches
     theta = 0 where the slider position no longer determines the configuration."""
@@ -248,6 +244,11 @@ def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     with pytest.raises(SingularConfigurationError) as exc:
         simulate(model, 1.0, 1e-3)
     assert 0.0 < exc.value.time < 1.0 and "['slide']" in str(exc.value)
+    # at the first dead point: x reaches r + l at t ~ 0.0518 s (crank at 0.5 rad, rate
+    # ~ -10 rad/s); crank and rod are the joints the slider position no longer determines
+    assert 0.05 < exc.value.time < 0.053 and "'slider-crank-2d'" in str(exc.value)
+    assert set(exc.value.joints) == {"crank", "rod"}
+    assert _time_in(str(exc.value)) == pytest.approx(exc.value.time, rel=1e-5)
 
 
 def test_rocker_as_dof_at_its_extreme_position_is_singular():
@@ -327,17 +328,44 @@ def test_non_finite_value_during_a_run():
     assert isinstance(exc.value, FloatingPointError) and isinstance(exc.value, SimulationError)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a spring of zero length at the initial "
-                   "state raises a bare ZeroDivisionError from the numba kernel "
-                   "(applied_forces divides by L) instead of a typed WorkbenchError")
-def test_zero_length_spring_raises_a_typed_error():
+def zero_spring_model():
     m = Model("zero-spring", gravity=(0.0, -9.81, 0.0))
     m.body("bob", 1.0, com=(1.0, 0, 0), inertia=(0.1, 0.1, 0.1), points={"P": (1.0, 0, 0)})
     m.revolute("pin", GROUND, "bob")
+    m.spring("other", GROUND, (0.0, 1.0, 0.0), "bob", "P", k=5.0)  # a regular spring
     m.spring("s", GROUND, (1.0, 0.0, 0.0), "bob", "P", k=10.0)   # both ends at (1, 0, 0)
+    return m
+
+
+def test_zero_length_spring_raises_a_typed_error():
+    m = zero_spring_model()
     with pytest.raises(WorkbenchError) as exc:
         simulate(m, 0.1, 1e-2)
-    assert "zero-spring" in str(exc.value)
+    msg = str(exc.value)
+    assert isinstance(exc.value, NonFiniteError)
+    assert "'zero-spring'" in msg and "spring 's'" in msg and "zero length" in msg
+    assert "'other'" not in msg and exc.value.element == "s"
+    assert exc.value.time == 0.0 and _time_in(msg) == 0.0 and "initial state" in msg
+    # the single-state evaluation reports it the same way
+    with pytest.raises(NonFiniteError, match="spring 's' has zero length"):
+        assemble(m.compile())
+
+
+def test_spring_reaching_zero_length_during_a_run_is_named_with_its_time():
+    """The bob starts at rest at angle 0.1 rad and is driven (drive = a constraint) to
+    angle 0 at t = 0.05 s, where the spring's end points coincide (the smoothstep returns
+    exactly 0 from t1 on)."""
+    m = zero_spring_model()
+    m.joints["pin"].q0 = [0.1]
+    m.drive("motor", "pin", {"type": "smoothstep", "t0": 0.0, "t1": 0.05, "y0": 0.1,
+                             "y1": 0.0})
+    m.dof()
+    with pytest.raises(NonFiniteError) as exc:
+        simulate(m, 0.1, 1e-2)
+    msg = str(exc.value)
+    assert "spring 's'" in msg and "'zero-spring'" in msg and "step 5" in msg
+    # the first step ending at the drive's zero (1e-9: t = 5 h, rounding of the sum)
+    assert exc.value.time == pytest.approx(0.05, abs=1e-9)
 
 
 def test_bad_time_step_is_rejected():

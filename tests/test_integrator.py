@@ -239,15 +239,139 @@ def test_driven_coordinate_follows_its_drive_and_free_motion_matches_ode():
     np.testing.assert_allclose(res.coordinate("swing"), ode.y[0], atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a fully driven mechanism (0 degrees of "
-                   "freedom) fails at t = 0 with 'projected mass matrix R^T M R is singular' "
-                   "because lu_solve_small reports failure on the empty 0x0 system")
-def test_fully_driven_mechanism_is_a_kinematic_simulation():
+def driven_crank():
     m = Model("driven-crank", gravity=(0.0, -9.81, 0.0), planar=True)
     m.body("crank", 1.0, com=(0.05, 0, 0), inertia=(0, 0, 1e-3))
     m.revolute("crank", "ground", "crank", axis=(0, 0, 1))
     m.drive("motor", "crank", {"type": "polynomial", "coefficients": [0.0, 2.0]})
     m.dof()
-    res = simulate(m, 0.5, 1e-2)
+    return m
+
+
+def test_fully_driven_mechanism_is_a_kinematic_simulation():
+    res = simulate(driven_crank(), 0.5, 1e-2)
     # 1e-12: the drive is a constraint solved to the position tolerance
     np.testing.assert_allclose(res.coordinate("crank"), 2.0 * res.t, atol=1e-12)
+    # velocity and acceleration levels are linear solves (1e-12: rounding)
+    np.testing.assert_allclose(res.zd[:, 0], 2.0, atol=1e-12)
+    np.testing.assert_allclose(res.zdd[:, 0], 0.0, atol=1e-12)
+    assert res.zi.shape == (51, 0) and res.zdi.shape == (51, 0) and res.zddi.shape == (51, 0)
+    assert res.dof_names == () and res.energy is None          # a drive does work
+    assert np.all(res.newton_iterations == 0)                  # nothing to iterate on
+    s = res.summary()
+    assert s["steps"] == 50 and s["degrees_of_freedom"] == [] and s["energy_drift"] is None
+    frame = res.to_frame()
+    assert len(frame) == 51 and "z[crank]" in frame.columns
+
+
+def test_locked_structure_without_coordinates_simulates():
+    """A body welded to the ground: no coordinates at all, conservative, nothing moves."""
+    m = Model("welded", gravity=(0.0, -9.81, 0.0))
+    m.body("block", 2.0, com=(0.3, 0.0, 0.0), inertia=(0.1, 0.1, 0.1))
+    m.fixed("weld", "ground", "block")
+    res = simulate(m, 0.05, 1e-2)
+    assert res.z.shape == (6, 0) and res.steps == 5
+    # potential energy m g y_com = 0 at y = 0, no motion: exactly zero at every step
+    assert res.energy is not None and np.all(res.energy == 0.0)
+
+
+def test_cli_simulates_a_fully_driven_model(tmp_path):
+    """`workbench simulate FILE` on a 0-DOF model: summary, history and plot are written."""
+    import json
+
+    from workbench.cli import main
+    from workbench.io import save_json
+    path = tmp_path / "driven-crank.json"
+    save_json(driven_crank(), path)
+    out = tmp_path / "out"
+    assert main(["simulate", str(path), "--t-end", "0.1", "--dt", "0.01", "--out",
+                 str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["degrees_of_freedom"] == [] and summary["steps"] == 10
+    assert summary["energy_drift"] is None and summary["newton_iterations"] == 0
+    assert (out / "plot.png").stat().st_size > 0
+    assert len((out / "history.csv").read_text().splitlines()) == 12   # header + 11 rows
+
+
+# ----------------------------------------------------------------------------------------
+# nodes next to singular configurations
+# ----------------------------------------------------------------------------------------
+
+
+def test_sigma_ratio_estimates_the_conditioning_of_theta_z():
+    """The O(n^2) estimate used by the integrator against numpy's SVD."""
+    from workbench import _matrixr as MR
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 20, 81):
+        for _ in range(4):
+            U, _s, Vt = np.linalg.svd(rng.normal(size=(n + 2, n)), full_matrices=False)
+            s = np.logspace(0.0, -rng.uniform(1.0, 10.0), n) if n > 1 else np.ones(1)
+            Th = (U * s) @ Vt
+            V, beta, Rm, v = np.zeros((n, n + 2)), np.zeros(n), np.zeros((n, n)), np.zeros(n)
+            MR.qr_factor(Th, V, beta, Rm, 0.0)
+            est = MR.sigma_ratio(Rm, v)
+            true = s[-1] / s[0]
+            # an upper bound (|R v| >= sigma_min, column norm <= sigma_max) within sqrt(n)
+            # (sigma_max from the largest column norm) times the inverse-iteration error (a
+            # few percent); 1e-4 below: the QR perturbs sigma_min by ~u / ratio (< 1e-5)
+            assert true * (1 - 1e-4) <= est <= 1.1 * math.sqrt(n) * true, (n, est, true)
+            assert abs(np.linalg.norm(v) - 1.0) < 1e-12    # a unit vector
+    Rm = np.array([[1.0, 2.0], [0.0, 0.0]])                 # exactly singular
+    assert MR.sigma_ratio(Rm, np.zeros(2)) == 0.0
+
+
+@pytest.fixture(scope="module")
+def n_four_bar_40_crossing():
+    """N = 40 from rest-ish start to 1.25 s: the output node t = 1.244 s lies 1.0e-4 rad
+    from the aligned (singular) position, sigma_min/sigma_max = 2e-6 there."""
+    model = _n_four_bar_model(40)
+    cm = model.compile()
+    return {form: simulate(cm, 1.25, 1e-3, formulation=form)
+            for form in ("sr-com", "sr-origin")}
+
+
+def test_node_next_to_a_singular_position_is_stepped_over(n_four_bar_40_crossing):
+    """The projected accelerations at the node 1e-4 rad from the singular position carry
+    rounding noise of ~5e-3 relative (1/sigma^2 amplification); evaluated there, they
+    changed the energy permanently by -6.9e-3 J (sr-com) and +2.2e-4 J (sr-origin), and
+    the two formulations diverged.  The node is skipped (one step of 2h), the row is
+    interpolated."""
+    for form, res in n_four_bar_40_crossing.items():
+        k = 1244
+        assert res.t[k] == pytest.approx(1.244, abs=1e-12)
+        assert abs(res.zi[k, 0] - 1.5 * math.pi) < 2e-4          # the singular node
+        assert res.newton_iterations[k] == 0                      # not an integration node
+        # the step structure records it: row k interpolated, row k + 1 ends a 2h step
+        assert tuple(res.step_kind[k]) == (0, 0) and tuple(res.step_kind[k + 1]) == (2, 1)
+        assert np.all(res.step_kind[k - 3:k] == 1)
+        assert np.all(res.newton_iterations[k - 3:k] > 0) and res.newton_iterations[k + 1] > 0
+        E = res.energy
+        smooth = 0.5 * ((E[k - 1] - E[k - 3]) + (E[k + 3] - E[k + 1]))   # 2-step trend
+        # 1e-4 J: the merged 2h step changes the O(h^2) energy oscillation by ~3e-5 J
+        assert abs((E[k + 1] - E[k - 1]) - smooth) < 1e-4, form
+        # the interpolated row is consistent with its neighbours (noise ~1e-5 J)
+        assert abs(E[k] - 0.5 * (E[k - 1] + E[k + 1])) < 1e-4, form
+        # it satisfies the constraints like any other row (1e-12: rounding of the
+        # corrections at the near-singular position)
+        assert res.constraint_violation[k] < 1e-12 and res.velocity_violation[k] < 1e-12
+        assert res.zddi[k, 0] == pytest.approx(0.5 * (res.zddi[k - 1, 0] + res.zddi[k + 1, 0]))
+    a, b = n_four_bar_40_crossing["sr-com"], n_four_bar_40_crossing["sr-origin"]
+    # both formulations give the same projected equations: the trajectories agree to the
+    # Newton tolerance (before the fix they differed by 3e-5 rad/s after the crossing)
+    np.testing.assert_allclose(a.zdi, b.zdi, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(a.zi, b.zi, rtol=0, atol=1e-10)
+
+
+def test_sensitivities_refuse_a_trajectory_with_merged_steps(n_four_bar_40_crossing):
+    """The discrete sweeps differentiate one trapezoidal step per interval: a trajectory
+    that stepped over a singular node is reported, with the row and its time."""
+    from workbench.errors import SensitivityError
+    from workbench.objectives import coordinate
+    from workbench.sensitivity import sensitivity
+    res = n_four_bar_40_crossing["sr-com"]
+    with pytest.raises(SensitivityError) as exc:
+        sensitivity(res.compiled, [coordinate("psi", res.dof_names[0])], method="adjoint",
+                    t_end=1.25, dt=1e-3, simulation=res)
+    first = 1 + int(np.flatnonzero(np.any(res.step_kind[1:] != 1, axis=1))[0])
+    assert exc.value.step == first <= 1244 and exc.value.time == pytest.approx(res.t[first])
+    assert "merged" in str(exc.value) and "n-four-bar" in str(exc.value).lower()

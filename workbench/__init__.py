@@ -1,7 +1,7 @@
 """workbench: semi-recursive Matrix-R multibody dynamics with exact design sensitivities."""
 
 from .errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFiniteError,
-                     SimulationError, SingularConfigurationError, UnitError, UnknownNameError,
+                     SensitivityError, SimulationError, SingularConfigurationError, UnitError, UnknownNameError,
                      WorkbenchError)
 from .model import Model, TimeFunction
 from .simulate import SimulationResult, simulate
@@ -11,7 +11,7 @@ from .io import load_model, model_to_dict, save_json
 
 __all__ = ["Model", "TimeFunction", "simulate", "SimulationResult", "WorkbenchError",
            "ModelError", "UnknownNameError", "UnitError", "SimulationError", "AssemblyError",
-           "SingularConfigurationError", "NewtonConvergenceError", "NonFiniteError"]
+           "SingularConfigurationError", "NewtonConvergenceError", "NonFiniteError", "SensitivityError"]
 __all__ += ["catalog", "load_model", "model_to_dict", "save_json"]
 __all__ += ["equilibrium", "at_equilibrium", "EquilibriumResult"]
 __version__ = "0.1.0"

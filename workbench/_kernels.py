@@ -612,6 +612,25 @@ def _add_point_force(ma, fb, nb_, b, x, F):
 
 
 @njit(cache=True)
+def zero_length_spring(ma, p, A, r):
+    """Index of the first point-to-point spring whose two end points coincide (length
+    exactly zero), or -1.  The force ``T (x2 - x1) / L`` of :func:`applied_forces` (and its
+    tangent in the integrator) is undefined there, so callers check this first and report
+    the spring by name instead of dividing by zero."""
+    x1 = np.empty(3)
+    x2 = np.empty(3)
+    for s in range(ma.sp_pt.shape[0]):
+        point_position(ma, p, A, r, ma.sp_pt[s, 0], x1)
+        point_position(ma, p, A, r, ma.sp_pt[s, 1], x2)
+        L2 = 0.0
+        for i in range(3):
+            L2 += (x2[i] - x1[i]) ** 2
+        if np.sqrt(L2) == 0.0:
+            return s
+    return -1
+
+
+@njit(cache=True)
 def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     """External loads: per body the resultant force ``fb`` and moment about the global
     origin ``nb_``; joint spring-dampers as generalised forces ``Qj``; tire-ground
@@ -650,6 +669,12 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
         for i in range(3):
             L += (x2[i] - x1[i]) ** 2
         L = np.sqrt(L)
+        if L == 0.0:
+            # the direction of a zero-length spring is undefined: poison the state so that
+            # the integrator reports a non-finite state (typed error) instead of dividing
+            fb[:, :] = np.nan
+            V = np.nan
+            continue
         Ld = 0.0
         for i in range(3):
             Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])

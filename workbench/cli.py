@@ -279,6 +279,8 @@ def write_plot(result, path) -> None:
             title += f" (first {shown} of {len(result.dof_names)})"
         ax.set_title(title)
         ax.legend(loc="best", fontsize="small")
+    else:
+        ax.set_title("no degrees of freedom (fully driven: a kinematic simulation)")
     ax.set_ylabel("z_i")
     ax.grid(True, alpha=0.3)
 
@@ -426,6 +428,56 @@ def _cmd_simulate(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------
+# workbench sensitivity
+# ----------------------------------------------------------------------------------------
+
+
+def _add_sensitivity(sub):
+    p = sub.add_parser(
+        "sensitivity", help="objectives and their exact gradient w.r.t. parameters",
+        description="Integral objectives declared in the model ([objectives]) and their "
+                    "gradient with respect to named parameters, by the direct or adjoint "
+                    "method (exact derivatives of the discrete solution, or the seed's "
+                    "continuous variant) or central differences.")
+    p.add_argument("model", help="shipped model name or path to a .toml/.json model file")
+    p.add_argument("--method", default="adjoint", choices=("direct", "adjoint", "fd"))
+    p.add_argument("--variant", default="discrete", choices=("discrete", "continuous"))
+    p.add_argument("--params", default=None, metavar="P1,P2,...",
+                   help="parameters (default: the model's design_parameters)")
+    p.add_argument("--out", default=None, metavar="FILE.csv",
+                   help="also write the gradient table as CSV")
+    p.add_argument("--t-end", type=_positive("--t-end"), default=None, metavar="T",
+                   help="end time in s (default: the model's)")
+    p.add_argument("--dt", type=_positive("--dt"), default=None, metavar="H",
+                   help="time step in s (default: the model's)")
+    p.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a model parameter (own unit); repeatable")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="model option; repeatable")
+    _add_common_sim_args(p)
+    p.set_defaults(func=_cmd_sensitivity)
+
+
+def _cmd_sensitivity(args) -> int:
+    from .sensitivity import sensitivity
+    model = load_model(args.model, _parse_pairs(args.option, "--option", False),
+                       _parse_pairs(args.set_, "--set", True))
+    params = [s.strip() for s in args.params.split(",")] if args.params else None
+    res = sensitivity(model, parameters=params, method=args.method, variant=args.variant,
+                      formulation=args.formulation, t_end=args.t_end, dt=args.dt)
+    df = res.to_frame()
+    print(f"model {res.model!r}, method {res.method} ({res.variant}), formulation "
+          f"{res.formulation}, {len(res.t) - 1} steps")
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.8g}"))
+    print("timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in res.timings.items()))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(args.out, index=False, float_format="%.12g")
+        print(f"wrote {args.out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
 # workbench reproduce (the main job)
 # ----------------------------------------------------------------------------------------
 
@@ -435,7 +487,12 @@ def _add_reproduce(sub):
         "reproduce", help="main job: simulate every shipped model, write an index",
         description="Simulate the shipped models on their default settings (n-four-bar with "
                     "N=40, 20 s, dt 1e-3) and write DIR/simulate/<model>/ for each model and "
-                    "an index DIR/README.md.")
+                    "an index DIR/README.md; then the five-bar gradient report "
+                    "DIR/five-bar/ (gradients.csv, timings.json, report.md, figure).  "
+                    "'workbench reproduce five-bar' runs only the gradient report, "
+                    "'workbench reproduce simulate' only the simulations.")
+    p.add_argument("target", nargs="?", default="all", choices=("all", "simulate", "five-bar"),
+                   help="what to reproduce (default: all)")
     p.add_argument("--out", default="reports", metavar="DIR",
                    help="output directory (default: reports)")
     p.add_argument("--quick", action="store_true",
@@ -450,8 +507,23 @@ def _quick_t_end(t_end: float, dt: float) -> float:
 
 
 def _cmd_reproduce(args) -> int:
-    from . import catalog
     out = Path(args.out)
+    if args.target in ("all", "simulate"):
+        _reproduce_simulations(args, out)
+    if args.target in ("all", "five-bar"):
+        from .reports import five_bar
+        print("[five-bar] gradients of psi1-psi3: direct, adjoint (discrete and continuous), "
+              "central differences ...", flush=True)
+        t_end = 1.0 if args.quick else None
+        tm = five_bar(out / "five-bar", formulation=args.formulation, t_end=t_end)
+        print(f"wrote {out / 'five-bar'}/ (gradients.csv, timings.json, report.md); "
+              f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
+              f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s")
+    return 0
+
+
+def _reproduce_simulations(args, out: Path) -> None:
+    from . import catalog
     rows, failures = [], []
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.perf_counter()
@@ -484,7 +556,6 @@ def _cmd_reproduce(args) -> int:
           f"{total:.1f} s)")
     if failures:
         raise CLIError(f"{len(failures)} of {len(rows)} models failed: {', '.join(failures)}")
-    return 0
 
 
 def _write_index(out: Path, rows, args, started: str, total: float) -> None:
@@ -535,7 +606,7 @@ def _write_index(out: Path, rows, args, started: str, total: float) -> None:
 # ----------------------------------------------------------------------------------------
 
 #: Sub-command registrars, in the order shown by ``workbench --help``.
-_COMMANDS = (_add_models, _add_simulate, _add_reproduce)
+_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -244,6 +244,8 @@ class CompiledModel:
         Model element that produced each constraint equation.
     dof_names : tuple of str
         Names of the degrees of freedom (independent coordinates).
+    spring_names : tuple of str
+        Name of every point-to-point spring, in the order of ``arrays.sp_pt``.
     z_guess, zd_guess : ndarray
         Initial coordinates and velocities given in the model (guesses for the
         dependent ones).
@@ -274,6 +276,7 @@ class CompiledModel:
     conservative: bool
     point_index: dict
     field_where: tuple
+    spring_names: tuple = ()
 
     @property
     def name(self) -> str:
@@ -630,4 +633,5 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         coord_joint=tuple(coord_joint), body_names=tuple(bodies),
         point_names=tuple(B.pt_names), constraint_names=tuple(c_names),
         dof_names=tuple(dof_names), z_guess=z_guess, zd_guess=zd_guess, zi0=zi0, zdi0=zdi0,
-        conservative=conservative, point_index=point_index, field_where=tuple(B.where))
+        conservative=conservative, point_index=point_index, field_where=tuple(B.where),
+        spring_names=tuple(model.springs))

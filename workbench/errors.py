@@ -73,4 +73,19 @@ class NewtonConvergenceError(SimulationError):
 
 
 class NonFiniteError(SimulationError, FloatingPointError):
-    """A NaN or infinite value appeared in the state."""
+    """A NaN or infinite value appeared in the state, or would appear in a force element
+    (``element`` names it, e.g. a spring of zero length whose direction is undefined)."""
+
+    def __init__(self, message: str, time: float | None = None, element: str | None = None):
+        self.element = element
+        super().__init__(message, time)
+
+
+class SensitivityError(SimulationError):
+    """The trajectory cannot be differentiated as computed: the discrete sensitivities need
+    one trapezoidal step per output interval, and the integrator had to sub-step or merge
+    steps (next to a singular configuration, or where Newton failed at the full step)."""
+
+    def __init__(self, message: str, time: float | None = None, step: int = -1):
+        self.step = step
+        super().__init__(message, time)

@@ -118,10 +118,48 @@ def resolve_dof(ma, spec, z_guess, zd_guess, coord_names, point_index):
             names, np.asarray(zi0, dtype=float), np.asarray(zdi0, dtype=float))
 
 
-def raise_for_status(cm, status: int, time: float, value: float, bad: int, context: str):
-    """Translate a kernel status code into a typed exception naming model elements."""
+def near_null_joints(cm, z, share: float = 0.25) -> list:
+    """Joints that move in the near-null direction of ``Theta_z = [Phi_z; B]`` at ``z``
+    (coordinates whose component of the last right singular vector is at least ``share``
+    of the largest): the joints whose motion the degrees of freedom fail to determine."""
+    ma = cm.arrays
+    z = np.asarray(z, dtype=float)
+    Jc, A, r = _constraint_jacobian(ma, z)
+    n = z.shape[0]
+    nf = ma.fr_parent.shape[0]
+    u = np.zeros((nf, 3))
+    bcol = np.zeros((nf, 6))
+    K.frame_positions(ma, ma.p, z, A, r, u)
+    K.joint_columns(ma, r, u, bcol)
+    Bm = np.zeros((ma.dof_type.shape[0], n))
+    K.dof_jacobian(ma, ma.p, A, r, bcol, n, Bm)
+    Th = np.vstack([Jc, Bm])
+    if n == 0 or not np.all(np.isfinite(Th)):
+        return []
+    v = np.linalg.svd(Th)[2][-1]
+    vmax = np.max(np.abs(v))
+    return cm.joints_of_coordinates([int(c) for c in np.nonzero(np.abs(v) >= share * vmax)[0]])
+
+
+def raise_for_status(cm, status: int, time: float, value: float, bad: int, context: str,
+                     z=None):
+    """Translate a kernel status code into a typed exception naming model elements.
+
+    ``z``: the last accepted configuration of a run (used to name the joints of a
+    near-singular configuration)."""
     if status == MR.OK:
         return
+    if status == MR.ST_NEAR_SINGULAR:
+        joints = near_null_joints(cm, z) if z is not None else []
+        if not joints:
+            joints = cm.joints_of_coordinates([bad])
+        raise SingularConfigurationError(
+            f"{context}: the step cannot be completed next to a singular configuration: "
+            f"the leading matrix Theta_z = [Phi_z; B] is near-singular (sigma_min/sigma_max "
+            f"~ {value:.1e} < {MR.SING_DIAG:g} at the last accepted state; joints: "
+            f"{', '.join(joints)}); the degrees of freedom {list(cm.dof_names)} do not "
+            f"determine the motion through it (singular position such as a dead point, or a "
+            f"poor choice of degrees of freedom)", time, joints)
     if status == MR.ST_SINGULAR:
         joints = cm.joints_of_coordinates([bad])
         raise SingularConfigurationError(
@@ -141,6 +179,12 @@ def raise_for_status(cm, status: int, time: float, value: float, bad: int, conte
     if status == MR.ST_NONFINITE:
         raise NonFiniteError(f"{context}: a NaN or infinite value appeared (model "
                              f"{cm.name!r})", time)
+    if status == MR.ST_ZERO_SPRING:
+        name = cm.spring_names[bad] if 0 <= bad < len(cm.spring_names) else f"#{bad}"
+        raise NonFiniteError(
+            f"{context}: spring {name!r} has zero length (its two end points coincide), so "
+            f"the direction of its force T (x2 - x1) / L is undefined (0/0); move one of its "
+            f"end points", time, element=name)
     if status == MR.ST_MASS:
         raise SingularConfigurationError(
             f"{context}: the projected mass matrix R^T M R is singular (a degree of freedom "

@@ -35,6 +35,11 @@ class SimulationResult:
         Newton iterations of each step (0 for the initial state).
     energy : ndarray (N,) or None
         Mechanical energy (kinetic + gravity + springs) when the model is conservative.
+    step_kind : ndarray (N, 2) of int
+        ``(span, nsub)`` per row: ``(1, 1)`` one trapezoidal step from the previous row,
+        ``nsub > 1`` the step was retried as sub-steps, ``span > 1`` it was merged over
+        ``span`` output intervals next to a singular configuration, ``(0, 0)`` the row was
+        interpolated inside a merged step (and the initial row).
     """
 
     model: str
@@ -50,6 +55,7 @@ class SimulationResult:
     velocity_violation: np.ndarray
     newton_iterations: np.ndarray
     energy: np.ndarray | None
+    step_kind: np.ndarray
     coord_names: tuple
     dof_names: tuple
     dt: float
@@ -153,17 +159,18 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     viol, vviol = np.zeros(N), np.zeros(N)
     iters = np.zeros(N, dtype=np.int64)
     energy = np.zeros(N)
+    steps = np.zeros((N, 2), dtype=np.int64)
     start = _time.perf_counter()
     st, step, t, value, bad = MR.integrate_trapezoidal(
         cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, cm.zi0, cm.zdi0,
         cm.z_guess, newton_tol, newton_maxit, POS_TOL, POS_MAXIT, cm.conservative,
-        T, Zo, ZDo, ZDDo, ZIo, ZDIo, ZDDIo, viol, vviol, iters, energy)
+        T, Zo, ZDo, ZDDo, ZIo, ZDIo, ZDDIo, viol, vviol, iters, energy, steps)
     wall = _time.perf_counter() - start
     ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
-    raise_for_status(cm, st, t, value, bad, ctx)
+    raise_for_status(cm, st, t, value, bad, ctx, z=Zo[step - 1] if step >= 1 else None)
     return SimulationResult(
         model=cm.name, formulation=formulation, t=T, z=Zo, zd=ZDo, zdd=ZDDo, zi=ZIo,
         zdi=ZDIo, zddi=ZDDIo, constraint_violation=viol, velocity_violation=vviol,
-        newton_iterations=iters, energy=energy if cm.conservative else None,
+        newton_iterations=iters, energy=energy if cm.conservative else None, step_kind=steps,
         coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
         compiled=cm)

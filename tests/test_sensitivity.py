@@ -1,0 +1,285 @@
+"""Exact design sensitivities: step Jacobians against differences of the same discrete
+computation, direct = adjoint, both = central differences of the simulation, continuous
+adjoint -> discrete as h -> 0, per parameter kind, open and closed, constant and
+non-constant B, both reference points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workbench import Model, catalog, objectives as O
+from workbench import _kernels as K
+from workbench import _matrixr as MR
+from workbench import _sens as S
+from workbench.errors import ModelError, UnknownNameError
+from workbench.model import GROUND
+from workbench.sensitivity import sensitivity
+
+from conftest import random_tree
+
+
+# ----------------------------------------------------------------------------------------
+# models with parameters of every kind
+# ----------------------------------------------------------------------------------------
+
+
+def _bind(model, name, value, unit, setter):
+    model.parameter(name, value, unit, provenance="test")
+    setter(name)
+
+
+def parametrized_tree(seed=3, closed=False):
+    """Spatial tree with every joint type, a spring-damper, a joint spring-damper, an
+    applied force and torque; parameters bound to a mass, a centre-of-mass coordinate, an
+    inertia, spring k, c and natural length, a point coordinate, a joint location and a
+    joint spring.  ``closed`` adds a distance constraint (a rigid rod) closing a loop,
+    whose length is a parameter too."""
+    m = random_tree(seed, forces=True, shuffle=False, name="param-tree")
+    b = m.bodies
+    last = list(b)[-1]
+
+    def set_list(obj, attr, i):
+        def f(name):
+            v = list(getattr(obj, attr))
+            v[i] = name
+            setattr(obj, attr, tuple(v))
+        return f
+
+    _bind(m, "m1", float(b["b1"].mass), "kg", lambda nm: setattr(b["b1"], "mass", nm))
+    _bind(m, "xg2", float(b["b2"].com[0]), "m", set_list(b["b2"], "com", 0))
+    _bind(m, "I3", float(b["b3"].inertia[0]), "kg*m^2", set_list(b["b3"], "inertia", 0))
+    sp = m.springs["spring"]
+    _bind(m, "k", 40.0, "N/m", lambda nm: setattr(sp, "k", nm))
+    _bind(m, "c", 3.0, "N*s/m", lambda nm: setattr(sp, "c", nm))
+    _bind(m, "L0", 0.2, "m", lambda nm: setattr(sp, "length", nm))
+    p0 = list(b[last].points["p0"])
+    _bind(m, "py", float(p0[1]), "m", lambda nm: b[last].points.__setitem__(
+        "p0", (p0[0], nm, p0[2])))
+    j2 = m.joints["j2"]
+    _bind(m, "jz", float(j2.parent_point[2]), "m", set_list(j2, "parent_point", 2))
+    js = m.joint_springs["jspring"]
+    _bind(m, "kj", 7.0, "N*m/rad", lambda nm: setattr(js, "k", nm))
+    names = ["m1", "xg2", "I3", "k", "c", "L0", "py", "jz", "kj"]
+    if closed:
+        cm = m.compile()
+        x = _points(cm, ["b4.p1", "b1.p0"])
+        L = float(np.linalg.norm(x[0] - x[1]))
+        m.parameter("Lrod", L, "m", provenance="test: distance at the initial guess")
+        m.distance("rod", "b4", "p1", "b1", "p0", "Lrod")
+        names.append("Lrod")
+    return m, names
+
+
+def _points(cm, names):
+    ma = cm.arrays
+    nf = ma.fr_parent.shape[0]
+    A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    K.frame_positions(ma, ma.p, cm.z_guess, A, r, u)
+    out = []
+    for nm in names:
+        x = np.zeros(3)
+        K.point_position(ma, ma.p, A, r, cm.point(nm), x)
+        out.append(x)
+    return out
+
+
+TREE_OBJECTIVES = [
+    O.point_velocity("v", "b6.p1"),
+    O.angular_velocity("w", "b4", components="xz", frame="body"),
+    O.point_position("x", "b2.p0", components="yz", power=1),
+    O.coordinate("q", "j0", level=1),
+]
+
+
+def _rel_err(a, b):
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+# ----------------------------------------------------------------------------------------
+# the step Jacobians against central differences of the same discrete residual
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("form", [0, 1])
+def test_step_jacobians_match_differences_of_the_residual(closed, form):
+    model, names = parametrized_tree(closed=closed)
+    cm = model.compile()
+    ma = cm.arrays
+    cols = [cm.param_names.index(nm) for nm in names]
+    Gm = np.ascontiguousarray(cm.G[:, cols])
+    co = O.compile_objectives(cm, TREE_OBJECTIVES)
+    from workbench.simulate import simulate
+    sim = simulate(cm, 0.05, 1e-3)
+    t, zi, zdi, a, z = sim.t[-1], sim.zi[-1], sim.zdi[-1], sim.zddi[-1], sim.z[-1]
+    d, nm_, npar = cm.d, co.n_measures, len(names)
+    Jr, Mb = np.zeros((d, 2 * d + npar)), np.zeros((d, d))
+    Jm, mv = np.zeros((nm_, 3 * d + npar)), np.zeros(nm_)
+    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, co.ms_type, co.ms_a,
+                          co.ms_c, Jr, Mb, Jm, mv)
+    assert st == MR.OK
+
+    def F(zi_, zdi_, a_, p_):
+        st, err, bad, zz, zd, zddb, R, Md, tau, Mbar, Qb = MR.evaluate_state(
+            ma, p_, form, t, zi_, zdi_, z.copy(), 1e-14, 50)
+        assert st == MR.OK
+        zdd = zddb + R @ a_
+        ws = MR.make_workspace(ma, cm.n)
+        K.frame_positions(ma, p_, zz, ws[0], ws[1], ws[2])
+        K.joint_columns(ma, ws[1], ws[2], ws[3])
+        K.frame_velocities(ma, zd, ws[3], ws[4])
+        K.frame_accelerations(ma, zd, zdd, ws[1], ws[2], ws[3], ws[4], ws[5])
+        mvals = np.zeros(nm_)
+        S.measures(ma, p_, ws[0], ws[1], ws[4], ws[5], zz, zd, zdd, co.ms_type, co.ms_a,
+                   co.ms_c, mvals)
+        return Mbar @ a_ - Qb, mvals
+
+    eps = 1e-6
+    JrF, MbF, JmF = np.zeros_like(Jr), np.zeros_like(Mb), np.zeros_like(Jm)
+    for c in range(3 * d + npar):
+        out = []
+        for s in (eps, -eps):
+            zi_, zdi_, a_, p_ = zi.copy(), zdi.copy(), a.copy(), ma.p.copy()
+            if c < d:
+                zi_[c] += s
+            elif c < 2 * d:
+                zdi_[c - d] += s
+            elif c < 3 * d:
+                a_[c - 2 * d] += s
+            else:
+                p_ = p_ + s * Gm[:, c - 3 * d]
+            out.append(F(zi_, zdi_, a_, p_))
+        jr = (out[0][0] - out[1][0]) / (2 * eps)
+        JmF[:, c] = (out[0][1] - out[1][1]) / (2 * eps)
+        if c < 2 * d:
+            JrF[:, c] = jr
+        elif c < 3 * d:
+            MbF[:, c - 2 * d] = jr
+        else:
+            JrF[:, c - d] = jr
+    # 1e-6: central differences with eps = 1e-6 of a residual solved to 1e-14
+    assert _rel_err(Jr, JrF) < 1e-6
+    assert _rel_err(Mb, MbF) < 1e-6
+    assert _rel_err(Jm, JmF) < 1e-6
+
+
+# ----------------------------------------------------------------------------------------
+# gradients of whole simulations
+# ----------------------------------------------------------------------------------------
+
+
+def _all_methods(model, objectives, names, t_end, dt, formulation="sr-com"):
+    kw = dict(objectives=objectives, parameters=names, t_end=t_end, dt=dt,
+              formulation=formulation)
+    D = sensitivity(model, method="direct", **kw)
+    A = sensitivity(model, method="adjoint", simulation=D.simulation, **kw)
+    F = sensitivity(model, method="fd", **kw)
+    return D, A, F
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_tree_gradients_direct_adjoint_and_differences_agree(closed):
+    model, names = parametrized_tree(closed=closed)
+    D, A, F = _all_methods(model, TREE_OBJECTIVES, names, 0.2, 1e-3)
+    np.testing.assert_allclose(D.psi, F.psi, rtol=1e-12)
+    # 1e-9: the same linear recursion run forward and transposed backward
+    assert _rel_err(A.gradient, D.gradient) < 1e-9
+    # per objective, relative to its largest entry; 2e-5: central differences with a
+    # relative step of 1e-5 of simulations whose Newton iterations stop at 1e-13
+    for k in range(len(D.objectives)):
+        scale = np.max(np.abs(D.gradient[k]))
+        np.testing.assert_allclose(D.gradient[k], F.gradient[k], rtol=0, atol=2e-5 * scale)
+
+
+def test_five_bar_both_reference_points_and_all_methods_agree():
+    kw = dict(t_end=0.5, dt=1e-3)
+    D1, A1, F = _all_methods("five-bar", None, None, 0.5, 1e-3, "sr-com")
+    D2 = sensitivity("five-bar", method="direct", formulation="sr-origin", **kw)
+    assert D1.objectives == ("psi1", "psi2", "psi3")
+    assert D1.parameters == ("Ls1", "Ls2", "mA1", "xA1G", "LA1")
+    # 1e-10: SR-I and SR-II give the same projected equations to rounding
+    assert _rel_err(D2.gradient, D1.gradient) < 1e-10
+    assert _rel_err(A1.gradient, D1.gradient) < 1e-10
+    for k in range(3):
+        scale = np.max(np.abs(D1.gradient[k]))
+        # 1e-6: see test_tree_gradients... (the five-bar is smoother)
+        np.testing.assert_allclose(D1.gradient[k], F.gradient[k], rtol=0, atol=1e-6 * scale)
+    # the running gradients end (direct) / start (adjoint) at the gradient (Fig. 2)
+    np.testing.assert_allclose(D1.running[-1], D1.gradient, rtol=1e-12)
+    np.testing.assert_allclose(A1.running[0], A1.gradient, rtol=1e-12)
+    assert np.all(D1.running[0] == 0.0)
+
+
+def test_point_coordinate_dof_and_geometric_parameter_initial_condition_terms():
+    """Non-constant B: the degrees of freedom are the x and y coordinates of point 2; their
+    initial values come from the initial configuration and so depend on LA1 (eqs 32, 37
+    and the initial term of eq 69a)."""
+    model = catalog.load("five-bar")
+    model.dof({"point": "bar_12.2", "axis": "x"}, {"point": "bar_12.2", "axis": "y"})
+    D, A, F = _all_methods(model, None, ["LA1", "xA1G", "Ls2"], 0.3, 1e-3)
+    assert _rel_err(A.gradient, D.gradient) < 1e-9
+    for k in range(3):
+        scale = np.max(np.abs(D.gradient[k]))
+        np.testing.assert_allclose(D.gradient[k], F.gradient[k], rtol=0, atol=2e-6 * scale)
+    # the initial-condition term is really exercised: dz^i(0)/dLA1 != 0
+    from workbench.sensitivity import _initial_sensitivities, _parameter_columns
+    cm = model.compile()
+    _, Gm, _ = _parameter_columns(cm, ["LA1"])
+    SZ0, _ = _initial_sensitivities(cm, Gm)
+    assert np.max(np.abs(SZ0)) > 0.1
+
+
+def test_continuous_adjoint_converges_to_the_discrete_gradient_at_second_order():
+    errs = []
+    for dt in (2e-3, 1e-3):
+        D = sensitivity("five-bar", method="direct", t_end=0.5, dt=dt)
+        C = sensitivity("five-bar", method="adjoint", variant="continuous", t_end=0.5, dt=dt,
+                        simulation=D.simulation)
+        errs.append(_rel_err(C.gradient, D.gradient))
+    assert errs[1] < 1e-3
+    # second order: halving h divides the difference by ~4
+    assert 3.0 < errs[0] / errs[1] < 5.0
+
+
+def test_parameter_errors_are_typed():
+    with pytest.raises(UnknownNameError):
+        sensitivity("five-bar", parameters=["nope"], t_end=0.01, dt=1e-3)
+    with pytest.raises(ModelError, match="load-time"):
+        sensitivity("five-bar", parameters=["th1_0"], t_end=0.01, dt=1e-3)
+    with pytest.raises(UnknownNameError):
+        sensitivity("five-bar", objectives=O.point_velocity("v", "bar_12.9"), t_end=0.01,
+                    dt=1e-3)
+
+
+def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
+    import json
+    import pandas as pd
+    from workbench.cli import main
+    assert main(["reproduce", "five-bar", "--quick", "--out", str(tmp_path)]) == 0
+    df = pd.read_csv(tmp_path / "five-bar" / "gradients.csv")
+    assert list(df.columns[:3]) == ["objective", "parameter", "unit"]
+    for col in ("direct_sr", "adjoint_sr", "direct_sr_cont", "adjoint_sr_cont", "fd",
+                "published"):
+        assert col in df.columns
+    assert len(df) == 15
+    # 1e-9: discrete direct and adjoint are the same recursion, forward and transposed
+    assert _rel_err(df.adjoint_sr.values, df.direct_sr.values) < 1e-9
+    for o, grp in df.groupby("objective"):
+        scale = np.max(np.abs(grp.direct_sr))
+        # 1e-6: central differences (relative step 1e-5, Newton tolerance 1e-13)
+        assert np.max(np.abs(grp.fd - grp.direct_sr)) < 1e-6 * scale
+    # the published column quotes seed 001 Table 1
+    assert df.set_index(["objective", "parameter"]).loc[("psi3", "LA1"), "published"] == -2546.6
+    timings = json.loads((tmp_path / "five-bar" / "timings.json").read_text())
+    assert {"simulation_s", "direct_s", "adjoint_s", "fd_s"} <= set(timings)
+    report = (tmp_path / "five-bar" / "report.md").read_text()
+    assert "RECONSTRUCTION" in report
+    assert (tmp_path / "five-bar" / "fig2_running_gradient.png").stat().st_size > 1000
+    out = tmp_path / "g.csv"
+    assert main(["sensitivity", "five-bar", "--t-end", "0.1", "--method", "direct",
+                 "--params", "Ls1,mA1", "--out", str(out)]) == 0
+    g = pd.read_csv(out)
+    assert list(g.parameter.unique()) == ["Ls1", "mA1"]
+    assert main(["sensitivity", "five-bar", "--params", "nope", "--t-end", "0.1"]) == 2
+    assert "unknown parameter 'nope'" in capsys.readouterr().err

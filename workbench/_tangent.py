@@ -1,0 +1,867 @@
+"""Tangent-linear (forward-mode) kernels of the semi-recursive formulation.
+
+Each kernel here is the hand-written directional derivative of the kernel of the same name
+in :mod:`workbench._kernels`: given the value arrays of the primal kernel and the tangents
+of its inputs (``dz``, ``dzd``, ``dzdd`` of the joint coordinates and ``dp`` of the field
+vector), it returns the tangents of its outputs.  They implement, in recursive form, the
+partial derivatives that seed 001 lists in eqs 49-61 (``Phi_z``, ``Phi_rho``, ``Mbar_z``,
+``Qbar_z``, ``Qbar_zd``, ``Qbar_rho``, the derivatives of ``R^Phi`` in eqs 56-57, ...):
+contracted with a direction they are exactly those terms.
+
+Conventions for the tangents of the position kinematics:
+
+* ``th[f]`` is the rotation-vector tangent of frame ``f``: ``dA_f = [th_f]x A_f``
+  (revolute ``th_f = th_parent + u_f dz_f``);
+* ``dr[f]``, ``du[f]`` are the tangents of the frame origin and the global joint axis;
+* ``db[f]``, ``dZ[f]``, ``dZd[f]`` are the tangents of the joint columns, the frame
+  velocities and the material accelerations (SR-II convention, see :mod:`_kernels`).
+
+Everything is exact: no differences, no step sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
+                      PRISMATIC, REVOLUTE)
+from . import _kernels as K
+
+
+@njit(cache=True, inline="always")
+def _cx(a, b, out):
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+
+
+@njit(cache=True, inline="always")
+def _cxadd(a, b, out, s):
+    """``out += s * (a x b)``."""
+    out[0] += s * (a[1] * b[2] - a[2] * b[1])
+    out[1] += s * (a[2] * b[0] - a[0] * b[2])
+    out[2] += s * (a[0] * b[1] - a[1] * b[0])
+
+
+# ----------------------------------------------------------------------------------------
+# position kinematics
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du):
+    """Tangent of :func:`_kernels.frame_positions`.
+
+    ``r_f = r_p + A_p s``: ``dr_f = dr_p + th_p x (r_f - r_p) + A_p ds``;
+    ``u_f = A_p a``: ``du_f = th_p x u_f``; ``th_f = th_p + u_f dz_f`` (revolute).
+    """
+    nf = ma.fr_parent.shape[0]
+    t1 = np.empty(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        o = ma.fr_off[f]
+        a = ma.fr_axis[f]
+        typ = ma.fr_type[f]
+        c = ma.fr_coord[f]
+        dq = dz[c] if c >= 0 else 0.0
+        ds0 = dp[o]
+        ds1 = dp[o + 1]
+        ds2 = dp[o + 2]
+        if typ == PRISMATIC:
+            ds0 += a[0] * dq
+            ds1 += a[1] * dq
+            ds2 += a[2] * dq
+        if par < 0:
+            for i in range(3):
+                th[f, i] = 0.0
+                dr[f, i] = ds0 if i == 0 else (ds1 if i == 1 else ds2)
+                du[f, i] = 0.0
+        else:
+            Ap = A[par]
+            for i in range(3):
+                t1[i] = r[f, i] - r[par, i]
+            thp = th[par]
+            _cx(thp, t1, dr[f])
+            _cx(thp, u[f], du[f])
+            for i in range(3):
+                dr[f, i] += dr[par, i] + Ap[i, 0] * ds0 + Ap[i, 1] * ds1 + Ap[i, 2] * ds2
+                th[f, i] = thp[i]
+        if typ == REVOLUTE:
+            for i in range(3):
+                th[f, i] += u[f, i] * dq
+
+
+@njit(cache=True)
+def body_point_t(ma, p, dp, A, r, th, dr, b, fld, x, dx):
+    """Tangent of :func:`_kernels._body_point` (``x`` is the point's global position)."""
+    o = ma.b_org[b]
+    f = ma.b_frame[b]
+    l0 = dp[o] + dp[fld]
+    l1 = dp[o + 1] + dp[fld + 1]
+    l2 = dp[o + 2] + dp[fld + 2]
+    t0 = x[0] - r[f, 0]
+    t1 = x[1] - r[f, 1]
+    t2 = x[2] - r[f, 2]
+    w = th[f]
+    dx[0] = dr[f, 0] + w[1] * t2 - w[2] * t1 + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    dx[1] = dr[f, 1] + w[2] * t0 - w[0] * t2 + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    dx[2] = dr[f, 2] + w[0] * t1 - w[1] * t0 + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+
+
+@njit(cache=True)
+def point_position_t(ma, p, dp, A, r, th, dr, k, x, dx):
+    b = ma.pt_body[k]
+    fld = ma.pt_fld[k]
+    if b < 0:
+        for i in range(3):
+            dx[i] = dp[fld + i]
+        return
+    body_point_t(ma, p, dp, A, r, th, dr, b, fld, x, dx)
+
+
+@njit(cache=True)
+def body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG):
+    """Tangent of :func:`_kernels.body_inertia`: returns ``dm``; fills ``dg`` and
+    ``dJG = [th]x JG - JG [th]x + A dJ_local A^T``."""
+    dm = dp[ma.b_mass[b]]
+    body_point_t(ma, p, dp, A, r, th, dr, b, ma.b_com[b], g, dg)
+    f = ma.b_frame[b]
+    k = ma.b_inr[b]
+    J00, J11, J22 = dp[k], dp[k + 1], dp[k + 2]
+    J01, J02, J12 = dp[k + 3], dp[k + 4], dp[k + 5]
+    Af = A[f]
+    w = th[f]
+    for i in range(3):
+        a0 = Af[i, 0] * J00 + Af[i, 1] * J01 + Af[i, 2] * J02
+        a1 = Af[i, 0] * J01 + Af[i, 1] * J11 + Af[i, 2] * J12
+        a2 = Af[i, 0] * J02 + Af[i, 1] * J12 + Af[i, 2] * J22
+        for j in range(3):
+            dJG[i, j] = a0 * Af[j, 0] + a1 * Af[j, 1] + a2 * Af[j, 2]
+    # [w]x JG - JG [w]x
+    for i in range(3):
+        for j in range(3):
+            # ([w]x JG)_ij = sum_k W_ik JG_kj ; W = [[0,-w2,w1],[w2,0,-w0],[-w1,w0,0]]
+            if i == 0:
+                l = -w[2] * JG[1, j] + w[1] * JG[2, j]
+            elif i == 1:
+                l = w[2] * JG[0, j] - w[0] * JG[2, j]
+            else:
+                l = -w[1] * JG[0, j] + w[0] * JG[1, j]
+            # (JG [w]x)_ij = sum_k JG_ik W_kj
+            if j == 0:
+                rr = JG[i, 1] * w[2] - JG[i, 2] * w[1]
+            elif j == 1:
+                rr = -JG[i, 0] * w[2] + JG[i, 2] * w[0]
+            else:
+                rr = JG[i, 0] * w[1] - JG[i, 1] * w[0]
+            dJG[i, j] += l - rr
+    return dm
+
+
+# ----------------------------------------------------------------------------------------
+# velocities and accelerations (SR-II)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def joint_columns_t(ma, r, u, dr, du, db):
+    """Tangent of :func:`_kernels.joint_columns`: revolute ``[dr x u + r x du; du]``."""
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            rf = r[f]
+            uf = u[f]
+            drf = dr[f]
+            duf = du[f]
+            db[f, 0] = drf[1] * uf[2] - drf[2] * uf[1] + rf[1] * duf[2] - rf[2] * duf[1]
+            db[f, 1] = drf[2] * uf[0] - drf[0] * uf[2] + rf[2] * duf[0] - rf[0] * duf[2]
+            db[f, 2] = drf[0] * uf[1] - drf[1] * uf[0] + rf[0] * duf[1] - rf[1] * duf[0]
+            for i in range(3):
+                db[f, 3 + i] = duf[i]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                db[f, i] = du[f, i]
+                db[f, 3 + i] = 0.0
+        else:
+            for i in range(6):
+                db[f, i] = 0.0
+
+
+@njit(cache=True)
+def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
+    """Tangent of :func:`_kernels.frame_velocities`."""
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q = zd[c] if c >= 0 else 0.0
+        dq = dzd[c] if c >= 0 else 0.0
+        for i in range(6):
+            dZ[f, i] = (dZ[par, i] if par >= 0 else 0.0) + db[f, i] * q + bcol[f, i] * dq
+
+
+@njit(cache=True)
+def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd):
+    """Tangent of :func:`_kernels.frame_accelerations` (material convention)."""
+    nf = ma.fr_parent.shape[0]
+    wpu = np.empty(3)
+    dwpu = np.empty(3)
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    zero3 = np.zeros(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q1 = zd[c] if c >= 0 else 0.0
+        q2 = zdd[c] if c >= 0 else 0.0
+        dq1 = dzd[c] if c >= 0 else 0.0
+        dq2 = dzdd[c] if c >= 0 else 0.0
+        for i in range(6):
+            dZd[f, i] = (dZd[par, i] if par >= 0 else 0.0) + db[f, i] * q2 + bcol[f, i] * dq2
+        if c < 0:
+            continue
+        if par >= 0:
+            wp = Z[par, 3:6]
+            dwp = dZ[par, 3:6]
+        else:
+            wp = zero3
+            dwp = zero3
+        uf = u[f]
+        _cx(wp, uf, wpu)
+        _cx(dwp, uf, dwpu)
+        _cxadd(wp, du[f], dwpu, 1.0)
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            rf = r[f]
+            drf = dr[f]
+            # q1 r x wpu
+            _cx(rf, wpu, t1)
+            _cx(drf, wpu, t2)
+            _cxadd(rf, dwpu, t2, 1.0)
+            for i in range(3):
+                dZd[f, i] += dq1 * t1[i] + q1 * t2[i]
+                dZd[f, 3 + i] += dq1 * wpu[i] + q1 * dwpu[i]
+            # + wp x (wp x r) - wf x (wf x r)
+            wf = Z[f, 3:6]
+            dwf = dZ[f, 3:6]
+            _centripetal_t(wp, dwp, rf, drf, dZd[f, 0:3], 1.0, t1, t2)
+            _centripetal_t(wf, dwf, rf, drf, dZd[f, 0:3], -1.0, t1, t2)
+        elif typ == PRISMATIC:
+            for i in range(3):
+                dZd[f, i] += 2.0 * (dq1 * wpu[i] + q1 * dwpu[i])
+
+
+@njit(cache=True, inline="always")
+def _centripetal_t(w, dw, x, dx, out, s, t1, t2):
+    """``out += s * d[w x (w x x)] = s * (dw x (w x x) + w x (dw x x + w x dx))``."""
+    _cx(w, x, t1)
+    _cxadd(dw, t1, out, s)
+    _cx(dw, x, t2)
+    _cxadd(w, dx, t2, 1.0)
+    _cxadd(w, t2, out, s)
+
+
+@njit(cache=True)
+def point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, x, v, a, dx, dv, da):
+    """Tangent of :func:`_kernels.point_kinematics`: ``x, v, a`` are the primal values
+    (filled here), ``dx, dv, da`` their tangents."""
+    K.point_kinematics(ma, p, A, r, Z, Zd, k, x, v, a)
+    point_position_t(ma, p, dp, A, r, th, dr, k, x, dx)
+    b = ma.pt_body[k]
+    if b < 0:
+        for i in range(3):
+            dv[i] = 0.0
+            da[i] = 0.0
+        return
+    f = ma.b_frame[b]
+    w = Z[f, 3:6]
+    dw = dZ[f, 3:6]
+    wd = Zd[f, 3:6]
+    dwd = dZd[f, 3:6]
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    for i in range(3):
+        dv[i] = dZ[f, i]
+        da[i] = dZd[f, i]
+    _cxadd(dw, x, dv, 1.0)
+    _cxadd(w, dx, dv, 1.0)
+    _cxadd(dwd, x, da, 1.0)
+    _cxadd(wd, dx, da, 1.0)
+    _centripetal_t(w, dw, x, dx, da, 1.0, t1, t2)
+
+
+@njit(cache=True)
+def vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, k, e, ed, edd, de, ded, dedd):
+    """Tangent of :func:`_kernels.vector_kinematics`."""
+    K.vector_kinematics(ma, A, Z, Zd, k, e, ed, edd)
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            de[i] = 0.0
+            ded[i] = 0.0
+            dedd[i] = 0.0
+        return
+    f = ma.b_frame[b]
+    w = Z[f, 3:6]
+    dw = dZ[f, 3:6]
+    wd = Zd[f, 3:6]
+    dwd = dZd[f, 3:6]
+    _cx(th[f], e, de)
+    _cx(dw, e, ded)
+    _cxadd(w, de, ded, 1.0)
+    _cx(dwd, e, dedd)
+    _cxadd(wd, de, dedd, 1.0)
+    _cxadd(dw, ed, dedd, 1.0)
+    _cxadd(w, ded, dedd, 1.0)
+
+
+# ----------------------------------------------------------------------------------------
+# constraints and degrees of freedom
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ, dZd,
+                  level, out):
+    """Tangent of :func:`_kernels.constraints` at the given level."""
+    nc = ma.c_type.shape[0]
+    x1 = np.empty(3)
+    v1 = np.empty(3)
+    a1 = np.empty(3)
+    x2 = np.empty(3)
+    v2 = np.empty(3)
+    a2 = np.empty(3)
+    dx1 = np.empty(3)
+    dv1 = np.empty(3)
+    da1 = np.empty(3)
+    dx2 = np.empty(3)
+    dv2 = np.empty(3)
+    da2 = np.empty(3)
+    e1 = np.empty(3)
+    ed1 = np.empty(3)
+    edd1 = np.empty(3)
+    e2 = np.empty(3)
+    ed2 = np.empty(3)
+    edd2 = np.empty(3)
+    de1 = np.empty(3)
+    ded1 = np.empty(3)
+    dedd1 = np.empty(3)
+    de2 = np.empty(3)
+    ded2 = np.empty(3)
+    dedd2 = np.empty(3)
+    for k in range(nc):
+        typ = ma.c_type[k]
+        ci = ma.c_i[k]
+        if typ == C_PTCOMP:
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[0], x1, v1, a1,
+                               dx1, dv1, da1)
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x2, v2, a2,
+                               dx2, dv2, da2)
+            j = ci[2]
+            if level == 0:
+                out[k] = dx1[j] - dx2[j]
+            elif level == 1:
+                out[k] = dv1[j] - dv2[j]
+            else:
+                out[k] = da1[j] - da2[j]
+        elif typ == C_DOTVV:
+            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[0], e1, ed1, edd1, de1, ded1,
+                                dedd1)
+            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[1], e2, ed2, edd2, de2, ded2,
+                                dedd2)
+            s = 0.0
+            for i in range(3):
+                if level == 0:
+                    s += de1[i] * e2[i] + e1[i] * de2[i]
+                elif level == 1:
+                    s += ded1[i] * e2[i] + ed1[i] * de2[i] + de1[i] * ed2[i] + e1[i] * ded2[i]
+                else:
+                    s += (dedd1[i] * e2[i] + edd1[i] * de2[i]
+                          + 2.0 * (ded1[i] * ed2[i] + ed1[i] * ded2[i])
+                          + de1[i] * edd2[i] + e1[i] * dedd2[i])
+            out[k] = s
+        elif typ == C_DOTVP:
+            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[0], e1, ed1, edd1, de1, ded1,
+                                dedd1)
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x1, v1, a1,
+                               dx1, dv1, da1)
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[2], x2, v2, a2,
+                               dx2, dv2, da2)
+            s = 0.0
+            for i in range(3):
+                d = x2[i] - x1[i]
+                dd = v2[i] - v1[i]
+                ddd = a2[i] - a1[i]
+                td = dx2[i] - dx1[i]
+                tdd = dv2[i] - dv1[i]
+                tddd = da2[i] - da1[i]
+                if level == 0:
+                    s += de1[i] * d + e1[i] * td
+                elif level == 1:
+                    s += ded1[i] * d + ed1[i] * td + de1[i] * dd + e1[i] * tdd
+                else:
+                    s += (dedd1[i] * d + edd1[i] * td + 2.0 * (ded1[i] * dd + ed1[i] * tdd)
+                          + de1[i] * ddd + e1[i] * tddd)
+            out[k] = s
+        elif typ == C_DIST:
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[0], x1, v1, a1,
+                               dx1, dv1, da1)
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x2, v2, a2,
+                               dx2, dv2, da2)
+            s = 0.0
+            for i in range(3):
+                d = x2[i] - x1[i]
+                dd = v2[i] - v1[i]
+                ddd = a2[i] - a1[i]
+                td = dx2[i] - dx1[i]
+                tdd = dv2[i] - dv1[i]
+                tddd = da2[i] - da1[i]
+                if level == 0:
+                    s += 2.0 * d * td
+                elif level == 1:
+                    s += 2.0 * (td * dd + d * tdd)
+                else:
+                    s += 4.0 * dd * tdd + 2.0 * (td * ddd + d * tddd)
+            if level == 0:
+                s -= 2.0 * p[ma.c_fld[k]] * dp[ma.c_fld[k]]
+            out[k] = s
+        elif typ == C_DRIVE:
+            j = ci[0]
+            if level == 0:
+                out[k] = dz[j]
+            elif level == 1:
+                out[k] = dzd[j]
+            else:
+                out[k] = dzdd[j]
+
+
+@njit(cache=True)
+def dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd, dhdd):
+    """Tangent of :func:`_kernels.dof_values`."""
+    nd = ma.dof_type.shape[0]
+    x = np.empty(3)
+    v = np.empty(3)
+    a = np.empty(3)
+    dx = np.empty(3)
+    dv = np.empty(3)
+    da = np.empty(3)
+    for k in range(nd):
+        if ma.dof_type[k] == DOF_COORD:
+            c = ma.dof_i[k, 0]
+            dh[k] = dz[c]
+            dhd[k] = dzd[c]
+            dhdd[k] = dzdd[c]
+        else:
+            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.dof_i[k, 0], x, v,
+                               a, dx, dv, da)
+            j = ma.dof_i[k, 1]
+            dh[k] = dx[j]
+            dhd[k] = dv[j]
+            dhdd[k] = da[j]
+
+
+# ----------------------------------------------------------------------------------------
+# applied forces
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _add_point_force_t(dfb, dnb, b, x, F, dx, dF):
+    if b < 0:
+        return
+    for i in range(3):
+        dfb[b, i] += dF[i]
+    _cxadd(dx, F, dnb[b], 1.0)
+    _cxadd(x, dF, dnb[b], 1.0)
+
+
+@njit(cache=True)
+def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
+                     dfb, dnb, dQj):
+    """Tangent of :func:`_kernels.applied_forces` (the loads, not the potential)."""
+    nbod = ma.b_frame.shape[0]
+    dfb[:, :] = 0.0
+    dnb[:, :] = 0.0
+    dQj[:] = 0.0
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dg = np.empty(3)
+    dJG = np.empty((3, 3))
+    F = np.empty(3)
+    dF = np.empty(3)
+    grav = ma.gravity
+    for b in range(nbod):
+        m = K.body_inertia(ma, p, A, r, b, g, JG)
+        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        for i in range(3):
+            F[i] = m * grav[i]
+            dF[i] = dm * grav[i]
+        _add_point_force_t(dfb, dnb, b, g, F, dg, dF)
+    x1 = np.empty(3)
+    v1 = np.empty(3)
+    a1 = np.empty(3)
+    x2 = np.empty(3)
+    v2 = np.empty(3)
+    a2 = np.empty(3)
+    dx1 = np.empty(3)
+    dv1 = np.empty(3)
+    da1 = np.empty(3)
+    dx2 = np.empty(3)
+    dv2 = np.empty(3)
+    da2 = np.empty(3)
+    d = np.empty(3)
+    dd = np.empty(3)
+    td = np.empty(3)
+    tdd = np.empty(3)
+    for s in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s, 0]
+        k2 = ma.sp_pt[s, 1]
+        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, x1, v1, a1, dx1, dv1,
+                           da1)
+        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, x2, v2, a2, dx2, dv2,
+                           da2)
+        L = 0.0
+        for i in range(3):
+            d[i] = x2[i] - x1[i]
+            dd[i] = v2[i] - v1[i]
+            td[i] = dx2[i] - dx1[i]
+            tdd[i] = dv2[i] - dv1[i]
+            L += d[i] * d[i]
+        L = np.sqrt(L)
+        Ld = 0.0
+        dL = 0.0
+        dLd = 0.0
+        for i in range(3):
+            Ld += d[i] * dd[i]
+            dL += d[i] * td[i]
+            dLd += td[i] * dd[i] + d[i] * tdd[i]
+        Ld /= L
+        dL /= L
+        dLd = dLd / L - Ld * dL / L
+        k = p[ma.sp_k[s]]
+        c = p[ma.sp_c[s]]
+        L0 = p[ma.sp_L0[s]]
+        T = k * (L - L0) + c * Ld
+        dT = dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld + c * dLd
+        for i in range(3):
+            F[i] = T * d[i] / L
+            dF[i] = (dT * d[i] + T * td[i]) / L - T * d[i] * dL / (L * L)
+        _add_point_force_t(dfb, dnb, ma.pt_body[k1], x1, F, dx1, dF)
+        for i in range(3):
+            F[i] = -F[i]
+            dF[i] = -dF[i]
+        _add_point_force_t(dfb, dnb, ma.pt_body[k2], x2, F, dx2, dF)
+    for s in range(ma.js_coord.shape[0]):
+        c_ = ma.js_coord[s]
+        k = p[ma.js_k[s]]
+        dzz = z[c_] - p[ma.js_z0[s]]
+        ddz = dz[c_] - dp[ma.js_z0[s]]
+        dQj[c_] += (-dp[ma.js_k[s]] * dzz - k * ddz - dp[ma.js_c[s]] * zd[c_]
+                    - p[ma.js_c[s]] * dzd[c_])
+    for s in range(ma.af_type.shape[0]):
+        if ma.af_type[s] == AF_FORCE:
+            f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
+            dvec = ma.af_dir[s]
+            k1 = ma.af_idx[s]
+            K.point_position(ma, p, A, r, k1, x1)
+            point_position_t(ma, p, dp, A, r, th, dr, k1, x1, dx1)
+            b = ma.pt_body[k1]
+            if b >= 0:
+                for i in range(3):
+                    F[i] = f * dvec[i]
+                _cxadd(dx1, F, dnb[b], 1.0)
+
+
+# ----------------------------------------------------------------------------------------
+# inverse dynamics, SR-II (global origin)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db, dZ,
+                              dZd, dfb, dnb, dQj, dtau):
+    """Tangent of :func:`_kernels.inverse_dynamics_origin`.
+
+    Body residual at the origin with ``Zd = [a; al]``, ``Z = [v; w]`` (notes §2.3):
+    ``F = m (a - g x al) + m w x (w x g) - f``,
+    ``N = m g x a + J_G al - m g x (g x al) + w x (J_G w - m g x (g x w)) - n_O``.
+    """
+    nf = ma.fr_parent.shape[0]
+    Fs = np.zeros((nf, 6))
+    dFs = np.zeros((nf, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dg = np.empty(3)
+    dJG = np.empty((3, 3))
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    t3 = np.empty(3)
+    Jw = np.empty(3)
+    dJw = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b < 0:
+            continue
+        m = K.body_inertia(ma, p, A, r, b, g, JG)
+        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        a = Zd[f, 0:3]
+        al = Zd[f, 3:6]
+        da = dZd[f, 0:3]
+        dal = dZd[f, 3:6]
+        w = Z[f, 3:6]
+        dw = dZ[f, 3:6]
+        F = Fs[f, 0:3]
+        N = Fs[f, 3:6]
+        dF = dFs[f, 0:3]
+        dN = dFs[f, 3:6]
+        # F = m (a - g x al) + m w x (w x g) - f
+        _cx(g, al, t1)
+        _cx(w, g, t2)
+        _cx(w, t2, t3)
+        for i in range(3):
+            F[i] = m * (a[i] - t1[i] + t3[i]) - fb[b, i]
+            dF[i] = dm * (a[i] - t1[i] + t3[i]) + m * da[i] - dfb[b, i]
+        _cxadd(dg, al, dF, -m)
+        _cxadd(g, dal, dF, -m)
+        _centripetal_t(w, dw, g, dg, dF, m, t1, t2)
+        # N = m g x a + J_G al - m g x (g x al) + w x Jbar w - n_O,  Jbar w = J_G w - m g x (g x w)
+        for i in range(3):
+            N[i] = -nb_[b, i]
+            dN[i] = -dnb[b, i]
+            for j in range(3):
+                N[i] += JG[i, j] * al[j]
+                dN[i] += dJG[i, j] * al[j] + JG[i, j] * dal[j]
+        _cxadd(g, a, N, m)
+        _cxadd(g, a, dN, dm)
+        _cxadd(dg, a, dN, m)
+        _cxadd(g, da, dN, m)
+        # - m g x (g x al): value and tangent (centripetal form with w -> g, x -> al)
+        _cx(g, al, t1)
+        _cxadd(g, t1, N, -m)
+        _cxadd(g, t1, dN, -dm)
+        _centripetal_t(g, dg, al, dal, dN, -m, t1, t2)
+        # Jbar w and its tangent
+        for i in range(3):
+            Jw[i] = 0.0
+            dJw[i] = 0.0
+            for j in range(3):
+                Jw[i] += JG[i, j] * w[j]
+                dJw[i] += dJG[i, j] * w[j] + JG[i, j] * dw[j]
+        _cx(g, w, t1)
+        _cxadd(g, t1, Jw, -m)
+        _cxadd(g, t1, dJw, -dm)
+        _centripetal_t(g, dg, w, dw, dJw, -m, t1, t2)
+        _cxadd(w, Jw, N, 1.0)
+        _cxadd(dw, Jw, dN, 1.0)
+        _cxadd(w, dJw, dN, 1.0)
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += db[f, i] * Fs[f, i] + bcol[f, i] * dFs[f, i]
+            dtau[c] = s - dQj[c]
+        if par >= 0:
+            for i in range(6):
+                Fs[par, i] += Fs[f, i]
+                dFs[par, i] += dFs[f, i]
+
+
+# ----------------------------------------------------------------------------------------
+# SR-I (reference point: centre of mass of each body, RTdyn0)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def reference_points_t(ma, p, dp, A, r, th, dr, P, dP):
+    """Tangent of :func:`_kernels.reference_points`."""
+    nf = ma.fr_parent.shape[0]
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dJG = np.empty((3, 3))
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b >= 0:
+            K.body_inertia(ma, p, A, r, b, g, JG)
+            body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dP[f], dJG)
+        else:
+            for i in range(3):
+                dP[f, i] = dr[f, i]
+
+
+@njit(cache=True)
+def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
+    """Tangent of :func:`_kernels.com_columns`: revolute ``[u x (P - r); u]``."""
+    nf = ma.fr_parent.shape[0]
+    d = np.empty(3)
+    dd = np.empty(3)
+    for f in range(nf):
+        typ = ma.fr_type[f]
+        if typ == REVOLUTE:
+            for i in range(3):
+                d[i] = P[f, i] - r[f, i]
+                dd[i] = dP[f, i] - dr[f, i]
+            _cx(du[f], d, dbv[f, 0:3])
+            _cxadd(u[f], dd, dbv[f, 0:3], 1.0)
+            for i in range(3):
+                dbv[f, 3 + i] = du[f, i]
+        elif typ == PRISMATIC:
+            for i in range(3):
+                dbv[f, i] = du[f, i]
+                dbv[f, 3 + i] = 0.0
+        else:
+            for i in range(6):
+                dbv[f, i] = 0.0
+
+
+@njit(cache=True)
+def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
+    """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations)."""
+    nf = ma.fr_parent.shape[0]
+    dPP = np.empty(3)
+    tdPP = np.empty(3)
+    dPr = np.empty(3)
+    tdPr = np.empty(3)
+    wpu = np.empty(3)
+    dwpu = np.empty(3)
+    t1 = np.empty(3)
+    t2 = np.empty(3)
+    zero3 = np.zeros(3)
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q1 = zd[c] if c >= 0 else 0.0
+        q2 = zdd[c] if c >= 0 else 0.0
+        dq1 = dzd[c] if c >= 0 else 0.0
+        dq2 = dzdd[c] if c >= 0 else 0.0
+        for i in range(6):
+            dV[f, i] = dbv[f, i] * q1 + bv[f, i] * dq1
+            dVd[f, i] = dbv[f, i] * q2 + bv[f, i] * dq2
+        if par >= 0:
+            wp = V[par, 3:6]
+            dwp = dV[par, 3:6]
+            wdp = Vd[par, 3:6]
+            dwdp = dVd[par, 3:6]
+            for i in range(3):
+                dPP[i] = P[f, i] - P[par, i]
+                tdPP[i] = dP[f, i] - dP[par, i]
+                dPr[i] = r[f, i] - P[par, i]
+                tdPr[i] = dr[f, i] - dP[par, i]
+            for i in range(3):
+                dV[f, i] += dV[par, i]
+                dV[f, 3 + i] += dwp[i]
+                dVd[f, i] += dVd[par, i]
+                dVd[f, 3 + i] += dwdp[i]
+            _cxadd(dwp, dPP, dV[f, 0:3], 1.0)
+            _cxadd(wp, tdPP, dV[f, 0:3], 1.0)
+            _cxadd(dwdp, dPP, dVd[f, 0:3], 1.0)
+            _cxadd(wdp, tdPP, dVd[f, 0:3], 1.0)
+        else:
+            wp = zero3
+            dwp = zero3
+            for i in range(3):
+                dPP[i] = 0.0
+                tdPP[i] = 0.0
+                dPr[i] = 0.0
+                tdPr[i] = 0.0
+        typ = ma.fr_type[f]
+        out = dVd[f, 0:3]
+        if typ == REVOLUTE:
+            _centripetal_t(wp, dwp, dPr, tdPr, out, 1.0, t1, t2)
+            wf = V[f, 3:6]
+            dwf = dV[f, 3:6]
+            for i in range(3):
+                dPr[i] = P[f, i] - r[f, i]
+                tdPr[i] = dP[f, i] - dr[f, i]
+            _centripetal_t(wf, dwf, dPr, tdPr, out, 1.0, t1, t2)
+            _cx(wp, u[f], wpu)
+            _cx(dwp, u[f], dwpu)
+            _cxadd(wp, du[f], dwpu, 1.0)
+            # q1 (wpu x (P - r)) and q1 wpu
+            _cx(wpu, dPr, t1)
+            _cx(dwpu, dPr, t2)
+            _cxadd(wpu, tdPr, t2, 1.0)
+            for i in range(3):
+                out[i] += dq1 * t1[i] + q1 * t2[i]
+                dVd[f, 3 + i] += dq1 * wpu[i] + q1 * dwpu[i]
+        else:
+            _centripetal_t(wp, dwp, dPP, tdPP, out, 1.0, t1, t2)
+            if typ == PRISMATIC:
+                _cx(wp, u[f], wpu)
+                _cx(dwp, u[f], dwpu)
+                _cxadd(wp, du[f], dwpu, 1.0)
+                for i in range(3):
+                    out[i] += 2.0 * (dq1 * wpu[i] + q1 * dwpu[i])
+
+
+@njit(cache=True)
+def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, dP, dbv, dV,
+                           dVd, dfb, dnb, dQj, dtau):
+    """Tangent of :func:`_kernels.inverse_dynamics_com`: Newton-Euler at each centre of
+    mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
+    shift ``N_p += (P_c - P_p) x F_c``."""
+    nf = ma.fr_parent.shape[0]
+    Fs = np.zeros((nf, 6))
+    dFs = np.zeros((nf, 6))
+    g = np.empty(3)
+    JG = np.empty((3, 3))
+    dg = np.empty(3)
+    dJG = np.empty((3, 3))
+    Jw = np.empty(3)
+    dJw = np.empty(3)
+    t1 = np.empty(3)
+    dt1 = np.empty(3)
+    for f in range(nf):
+        b = ma.fr_body[f]
+        if b < 0:
+            continue
+        m = K.body_inertia(ma, p, A, r, b, g, JG)
+        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        w = V[f, 3:6]
+        dw = dV[f, 3:6]
+        wd = Vd[f, 3:6]
+        dwd = dVd[f, 3:6]
+        for i in range(3):
+            Fs[f, i] = m * Vd[f, i] - fb[b, i]
+            dFs[f, i] = dm * Vd[f, i] + m * dVd[f, i] - dfb[b, i]
+        for i in range(3):
+            Jw[i] = 0.0
+            dJw[i] = 0.0
+            Fs[f, 3 + i] = -nb_[b, i]
+            dFs[f, 3 + i] = -dnb[b, i]
+            for j in range(3):
+                Jw[i] += JG[i, j] * w[j]
+                dJw[i] += dJG[i, j] * w[j] + JG[i, j] * dw[j]
+                Fs[f, 3 + i] += JG[i, j] * wd[j]
+                dFs[f, 3 + i] += dJG[i, j] * wd[j] + JG[i, j] * dwd[j]
+        N = Fs[f, 3:6]
+        dN = dFs[f, 3:6]
+        _cxadd(w, Jw, N, 1.0)
+        _cxadd(dw, Jw, dN, 1.0)
+        _cxadd(w, dJw, dN, 1.0)
+        _cxadd(g, fb[b], N, 1.0)
+        _cxadd(dg, fb[b], dN, 1.0)
+        _cxadd(g, dfb[b], dN, 1.0)
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += dbv[f, i] * Fs[f, i] + bv[f, i] * dFs[f, i]
+            dtau[c] = s - dQj[c]
+        if par >= 0:
+            for i in range(3):
+                t1[i] = P[f, i] - P[par, i]
+                dt1[i] = dP[f, i] - dP[par, i]
+            Ff = Fs[f, 0:3]
+            dFf = dFs[f, 0:3]
+            for i in range(6):
+                Fs[par, i] += Fs[f, i]
+                dFs[par, i] += dFs[f, i]
+            _cxadd(t1, Ff, Fs[par, 3:6], 1.0)
+            _cxadd(dt1, Ff, dFs[par, 3:6], 1.0)
+            _cxadd(t1, dFf, dFs[par, 3:6], 1.0)

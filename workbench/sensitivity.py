@@ -1,0 +1,333 @@
+"""Design sensitivities of integral objectives: direct, adjoint and central differences.
+
+One entry point, :func:`sensitivity`, returns a :class:`SensitivityResult` (``psi``, the
+gradient ``dpsi/drho`` with ``rho`` in the parameters' own units, the running gradient
+over time and a timing breakdown).
+
+Methods and variants (seed 001 §3)
+----------------------------------
+``method="direct"``
+    Tangent linear model (eq 48): one sensitivity system per parameter, forward in time.
+``method="adjoint"``
+    Adjoint variables (eqs 62-69): one system per objective, backward in time over the
+    stored forward trajectory.
+``method="fd"``
+    Central differences of the simulated objectives (a reference, not a product path).
+
+``variant="discrete"`` gives the exact derivative of the discrete trapezoidal solution
+(what an optimiser actually sees): the direct method differentiates each step's Newton
+residual, the adjoint method is the exact transpose of that recursion, so both agree to
+rounding.  ``variant="continuous"`` is the seed's differentiate-then-discretise route:
+the adjoint ODE (eq 68) integrated backward by the trapezoidal rule with the quadrature of
+eq 69, which differs from the discrete adjoint by O(h^2).  For the direct method the two
+routes coincide: integrating the TLM (eq 48) with the same trapezoidal rule on the same
+trajectory *is* the linearisation of the trapezoidal steps (the rule is linear and
+one-step), so ``direct``/``continuous`` returns the discrete direct gradient.
+
+All partial derivatives (``Kbar``, ``Cbar``, ``Mbar``, ``Qbar_rho``, the derivatives of the
+dependent coordinates and of ``R^Phi`` for a non-constant ``B``) come from hand-written
+tangent kernels (:mod:`workbench._tangent`, :mod:`workbench._sens`); there is no finite
+difference in the direct or adjoint path.
+
+Memory of the adjoint method: the forward trajectory is stored, ``(N + 1) (3 n + 3 d)``
+floats for ``N`` steps, ``n`` joint coordinates and ``d`` degrees of freedom (the step
+Jacobians are recomputed from the stored states during the backward sweep, so nothing of
+size ``N x d x (2 d + n_rho)`` is kept).
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _matrixr as MR
+from . import _sens as S
+from .compiled import CompiledModel
+from .errors import ModelError, SensitivityError, UnknownNameError
+from .kinematics import formulation_code, raise_for_status
+from .model import Model
+from .objectives import Objective, compile_objectives, model_objectives
+from .simulate import _compiled, simulate
+
+METHODS = ("direct", "adjoint", "fd")
+VARIANTS = ("discrete", "continuous")
+FD_REL_STEP = 1e-5
+FD_NEWTON_TOL = 1e-13
+
+
+@dataclass
+class SensitivityResult:
+    """Objectives and their gradient with respect to the design parameters.
+
+    Attributes
+    ----------
+    objectives, parameters : tuple of str
+    units : tuple of str
+        Unit of each parameter (the gradient is per unit of the parameter).
+    psi : ndarray (no,)
+        Objective values.
+    gradient : ndarray (no, np)
+        ``dpsi_k / drho_j``.
+    t : ndarray (N,)
+    running : ndarray (N, no, np)
+        Direct: the gradient of ``int_t0^t g``; adjoint: the part accumulated backward from
+        ``tF`` to ``t`` (equal to ``gradient`` at ``t0``), as in seed 001 Fig. 2.
+    timings : dict
+        ``simulation_s``, ``sensitivity_s`` (derivatives and sweeps), ``total_s``.
+    """
+
+    model: str
+    method: str
+    variant: str
+    formulation: str
+    objectives: tuple
+    parameters: tuple
+    units: tuple
+    psi: np.ndarray
+    gradient: np.ndarray
+    t: np.ndarray
+    running: np.ndarray
+    timings: dict
+    fd_steps: np.ndarray | None = None
+    simulation: object = field(repr=False, default=None)
+
+    def to_frame(self):
+        """Long table: one row per (objective, parameter)."""
+        import pandas as pd
+        rows = []
+        for k, o in enumerate(self.objectives):
+            for j, p in enumerate(self.parameters):
+                rows.append({"objective": o, "parameter": p, "unit": self.units[j],
+                             "psi": self.psi[k], "gradient": self.gradient[k, j]})
+        return pd.DataFrame(rows)
+
+
+def _parameter_columns(cm: CompiledModel, parameters) -> tuple:
+    if parameters is None:
+        meta = cm.model.meta if hasattr(cm.model, "meta") else {}
+        parameters = meta.get("design_parameters") if isinstance(meta, dict) else None
+        if not parameters:
+            raise ModelError(f"model {cm.name!r}: no parameters given and no "
+                             "design_parameters declared in the model")
+    names = list(parameters)
+    cols = []
+    for nm in names:
+        if nm not in cm.param_names:
+            raise UnknownNameError("parameter", nm, cm.param_names)
+        j = cm.param_names.index(nm)
+        if not np.any(cm.G[:, j]):
+            raise ModelError(
+                f"model {cm.name!r}: parameter {nm!r} is not bound to any numeric field of "
+                "the compiled model (it is a load-time value such as an initial condition "
+                "or a gravity direction); it cannot be differentiated")
+        cols.append(j)
+    Gm = np.ascontiguousarray(cm.G[:, cols], dtype=float)
+    units = tuple(cm.param_units[j] for j in cols)
+    return tuple(names), Gm, units
+
+
+def _initial_sensitivities(cm: CompiledModel, Gm):
+    """``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: nonzero only for point-coordinate DOF whose
+    initial value is read from the initial configuration (no explicit ``value``)."""
+    ma = cm.arrays
+    SZ, SV = S.dof_initial_t(ma, ma.p, Gm, cm.z_guess, cm.zd_guess)
+    spec = list(getattr(cm.model, "dof_spec", None) or [])
+    for k in range(cm.d):
+        item = spec[k] if k < len(spec) else None
+        if isinstance(item, dict) and "value" in item:
+            SZ[k] = 0.0
+        SV[k] = 0.0       # point-DOF velocities are given values (default 0)
+    return np.ascontiguousarray(SZ), np.ascontiguousarray(SV)
+
+
+def _resolve_objectives(cm, objectives):
+    if objectives is None:
+        objectives = model_objectives(cm.model)
+    elif isinstance(objectives, Objective):
+        objectives = [objectives]
+    return compile_objectives(cm, objectives)
+
+
+def _weights(N, h):
+    W = np.full(N, h)
+    W[0] = W[-1] = 0.5 * h
+    return W
+
+
+def _param_terms(co, names, values, T):
+    """Contribution of explicit parameter terms ``w rho^p`` integrated over ``T``."""
+    psi = np.zeros(len(co.names))
+    grad = np.zeros((len(co.names), len(names)))
+    for k, pname, pw, w in co.param_terms:
+        val = values[pname]
+        psi[k] += w * val ** pw * T
+        if pname in names:
+            grad[k, names.index(pname)] += w * pw * val ** (pw - 1) * T
+    return psi, grad
+
+
+def objective_values(sim, co) -> np.ndarray:
+    """``psi`` of a simulation result (trapezoidal quadrature on the output grid)."""
+    cm = sim.compiled
+    ma = cm.arrays
+    N = len(sim.t)
+    MV = np.zeros((N, co.n_measures))
+    st, k = S.measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
+                              sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
+    raise_for_status(cm, st, float(sim.t[min(k, N - 1)]), 0.0, -1,
+                     f"model {cm.name!r}, objective evaluation")
+    g, _ = co.integrand_partials(MV)
+    psi = _weights(N, sim.dt) @ g
+    values = dict(zip(cm.param_names, cm.param_values))
+    psi += _param_terms(co, [], values, sim.t[-1] - sim.t[0])[0]
+    return psi
+
+
+def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint",
+                variant: str = "discrete", formulation: str = "sr-com", t_end=None, dt=None,
+                fd_step: float = FD_REL_STEP, simulation=None) -> SensitivityResult:
+    """Objectives ``psi = int g dt`` and their gradient with respect to parameters.
+
+    Parameters
+    ----------
+    model : Model, CompiledModel or str (shipped model name)
+    objectives : Objective or list of Objective, optional
+        Default: the objectives declared in the model (``[objectives]``).
+    parameters : list of str, optional
+        Names of model parameters; default: the model's ``design_parameters``.
+    method : {"direct", "adjoint", "fd"}
+    variant : {"discrete", "continuous"}
+        See the module documentation.
+    formulation : {"sr-com", "sr-origin"}
+    t_end, dt : float, optional
+        Default: the model's ``t_end`` and ``dt`` (``[model.meta]``).
+    fd_step : float
+        Relative step of the central differences (``method="fd"``):
+        ``delta_j = fd_step * max(|rho_j|, 1e-3)``.
+    simulation : SimulationResult, optional
+        A simulation of the same model/formulation/grid to reuse (skips the forward run).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+    cm = _compiled(model)
+    form = formulation_code(formulation)
+    meta = getattr(cm.model, "meta", {}) or {}
+    t_end = float(meta.get("t_end", 1.0) if t_end is None else t_end)
+    dt = float(meta.get("dt", 1e-3) if dt is None else dt)
+    if simulation is not None:
+        _check_plain_steps(cm, simulation)
+    names, Gm, units = _parameter_columns(cm, parameters)
+    co = _resolve_objectives(cm, objectives)
+    values = dict(zip(cm.param_names, cm.param_values))
+    if method == "fd":
+        return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
+    t0 = _time.perf_counter()
+    sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
+    t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
+    if simulation is None:
+        _check_plain_steps(cm, sim)
+    ma = cm.arrays
+    N = len(sim.t)
+    nm, no, npar = co.n_measures, len(co.names), len(names)
+    W = _weights(N, dt)
+    SZ0, SV0 = _initial_sensitivities(cm, Gm)
+    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, co.ms_type, co.ms_a, co.ms_c)
+    t1 = _time.perf_counter()
+    if method == "direct":
+        MV = np.zeros((N, nm))
+        DM = np.zeros((N, nm, npar))
+        SA = np.zeros((N, cm.d, npar))
+        st, k = S.direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
+        _raise(cm, st, sim, k)
+        g, GM = co.integrand_partials(MV)
+        # total derivative of each measure (relative terms: minus its initial derivative)
+        DMrel = DM - co.relative[None, :, None] * DM[0:1]
+        contrib = np.einsum("ntk,ntj->nkj", GM, DMrel)          # (N, no, np)
+        running = np.zeros((N, no, npar))
+        running[1:] = np.cumsum(0.5 * dt * (contrib[1:] + contrib[:-1]), axis=0)
+        grad = running[-1].copy()
+    else:
+        MV = np.zeros((N, nm))
+        st, k = S.measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
+        _raise(cm, st, sim, k)
+        g, GM = co.integrand_partials(MV)
+        C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
+        GRAD = np.zeros((npar, no))
+        RUN = np.zeros((N, npar, no))
+        st, k = S.adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
+                                SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN)
+        _raise(cm, st, sim, k)
+        grad = GRAD.T.copy()
+        running = np.transpose(RUN, (0, 2, 1)).copy()
+    t_sens = _time.perf_counter() - t1
+    psi = W @ g
+    ppsi, pgrad = _param_terms(co, list(names), values, sim.t[-1] - sim.t[0])
+    psi = psi + ppsi
+    grad = grad + pgrad
+    running = running + pgrad[None] * ((sim.t - sim.t[0]) / (sim.t[-1] - sim.t[0]))[:, None, None] \
+        if method == "direct" else running + pgrad[None] * \
+        ((sim.t[-1] - sim.t) / (sim.t[-1] - sim.t[0]))[:, None, None]
+    return SensitivityResult(
+        model=cm.name, method=method, variant=variant, formulation=formulation,
+        objectives=co.names, parameters=names, units=units, psi=psi, gradient=grad, t=sim.t,
+        running=running,
+        timings={"simulation_s": t_sim, "sensitivity_s": t_sens, "total_s": t_sim + t_sens},
+        simulation=sim)
+
+
+def _raise(cm, st, sim, k):
+    if st != MR.OK:
+        k = min(max(k, 0), len(sim.t) - 1)
+        raise_for_status(cm, st, float(sim.t[k]), 0.0, -1,
+                         f"model {cm.name!r}, sensitivity analysis, step {k}")
+
+
+def _check_plain_steps(cm, sim):
+    """The discrete sweeps differentiate one trapezoidal step per output interval."""
+    kind = getattr(sim, "step_kind", None)
+    if kind is None or len(kind) < 2:
+        return
+    bad = np.flatnonzero((kind[1:, 0] != 1) | (kind[1:, 1] != 1))
+    if bad.size:
+        k = int(bad[0]) + 1
+        span, nsub = (int(v) for v in kind[k])
+        how = ("interpolated inside a step merged over a singular configuration" if span == 0
+               else f"reached by a step merged over {span} intervals" if span > 1
+               else f"reached by {nsub} sub-steps after Newton failed at the full step")
+        raise SensitivityError(
+            f"model {cm.name!r}: output row {k} was {how} ({bad.size} such rows); the "
+            f"discrete sensitivities need one trapezoidal step per interval -- use a smaller "
+            f"dt or keep the motion away from the singular configuration",
+            time=float(sim.t[k]), step=k)
+
+
+def _finite_differences(cm, co, names, units, formulation, t_end, dt, rel):
+    """Central differences of the simulated objectives (reference values only)."""
+    start = _time.perf_counter()
+    base = dict(zip(cm.param_names, cm.param_values))
+    sim = simulate(cm, t_end, dt, formulation)
+    psi0 = objective_values(sim, co)
+    grad = np.zeros((len(co.names), len(names)))
+    steps = np.zeros(len(names))
+    for j, nm in enumerate(names):
+        delta = rel * max(abs(base[nm]), 1e-3)
+        steps[j] = delta
+        vals = []
+        for s in (+1, -1):
+            cmj = cm.with_parameters({nm: base[nm] + s * delta})
+            simj = simulate(cmj, t_end, dt, formulation, newton_tol=FD_NEWTON_TOL)
+            vals.append(objective_values(simj, co))
+        grad[:, j] = (vals[0] - vals[1]) / (2.0 * delta)
+    total = _time.perf_counter() - start
+    N = len(sim.t)
+    return SensitivityResult(
+        model=cm.name, method="fd", variant="discrete", formulation=formulation,
+        objectives=co.names, parameters=names, units=units, psi=psi0, gradient=grad,
+        t=sim.t, running=np.zeros((N, len(co.names), len(names))),
+        timings={"simulation_s": sim.wall_time_s, "sensitivity_s": total - sim.wall_time_s,
+                 "total_s": total},
+        fd_steps=steps, simulation=sim)
