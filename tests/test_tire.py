@@ -404,3 +404,61 @@ def test_tire_errors_name_the_element():
     m3.prismatic("j", GROUND, "b")
     with pytest.raises(ModelError, match="road step #1: length must be positive"):
         m3.compile()
+
+
+# ----------------------------------------------------------------------------------------
+# the directional derivative used by the sensitivity kernels, against complex step
+# ----------------------------------------------------------------------------------------
+
+
+def force_dir(X, dX):
+    F, P, dF, dP = (np.zeros(3) for _ in range(4))
+    T.tire_force_dir(X[0:3], X[3:6], X[6:9], X[9:12], X[12:19], X[19:], dX[0:3], dX[3:6],
+                     dX[6:9], dX[9:12], dX[12:19], dX[19:], F, P, dF, dP)
+    return F, P, dF, dP
+
+
+def force_complex_step(X, dX, eps=1e-30):
+    """Complex-step directional derivative of the force law itself (no subtraction:
+    exact to rounding for any eps << 1; the branches compare real parts)."""
+    Xc = X + 1j * eps * dX
+    F, P = np.zeros(3, complex), np.zeros(3, complex)
+    T.tire_force(Xc[0:3], Xc[3:6], Xc[6:9], Xc[9:12], Xc[12:19], Xc[19:], F, P)
+    return F.real, P.real, F.imag / eps, P.imag / eps
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_contact_partials_match_complex_step(regime):
+    X = REGIMES[regime]
+    rng = np.random.default_rng(11)
+    _, _, J, delta, N = jacobian(X)
+    assert delta > 0 and N > 0
+    scale = np.abs(X)
+    scale[scale == 0] = 1.0
+    for trial in range(4):
+        # a direction in every input (state, tire and road parameters) scaled to the inputs
+        dX = rng.normal(size=len(X)) * scale
+        F, P, dF, dP = force_dir(X, dX)
+        Fc, Pc, dFc, dPc = force_complex_step(X, dX)
+        np.testing.assert_array_equal(F, force(X)[:3])
+        np.testing.assert_array_equal(P, force(X)[3:])
+        # 1e-12 relative: complex step has no subtractive cancellation; what is left is
+        # the rounding of two evaluation orders of the same formulas
+        ref = np.concatenate([dFc, dPc])
+        np.testing.assert_allclose(np.concatenate([dF, dP]), ref, rtol=0,
+                                   atol=1e-12 * np.abs(ref).max())
+        # and it is the contraction of the full Jacobian (same formulas, 1e-12 likewise)
+        np.testing.assert_allclose(np.concatenate([dF, dP]), J @ dX, rtol=0,
+                                   atol=1e-12 * np.abs(ref).max())
+        # the complex-step value is the real force law (same branches taken)
+        np.testing.assert_allclose(Fc, F, rtol=1e-14, atol=1e-14 * np.abs(F).max())
+
+
+def test_out_of_contact_the_directional_derivative_vanishes():
+    X = state(x=2.0, height=0.02 + 0.3 + 1e-4)
+    dX = np.random.default_rng(2).normal(size=len(X))
+    F, P, dF, dP = force_dir(X, dX)
+    assert np.all(F == 0) and np.all(dF == 0)
+    _, _, dFc, dPc = force_complex_step(X, dX)
+    assert np.all(dFc == 0)
+    np.testing.assert_allclose(dP, dPc, rtol=0, atol=1e-14 * np.abs(dPc).max())

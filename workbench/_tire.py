@@ -77,9 +77,9 @@ NX_STATE = 12
 @njit(cache=True)
 def _qstep(u):
     """Quintic step s(u) and its first three derivatives."""
-    if u <= 0.0:
+    if u.real <= 0.0:
         return 0.0, 0.0, 0.0, 0.0
-    if u >= 1.0:
+    if u.real >= 1.0:
         return 1.0, 0.0, 0.0, 0.0
     u2 = u * u
     s = u2 * u * (10.0 - 15.0 * u + 6.0 * u2)
@@ -145,9 +145,9 @@ def road_profile_param_grad(road, x, gh, gh1, gh2):
 @njit(cache=True)
 def _ramps(delta, d0):
     """S(delta), dS/ddelta, dS/dd0, H(delta), dH/ddelta, dH/dd0 (C1 ramps)."""
-    if delta <= 0.0:
+    if delta.real <= 0.0:
         return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    if delta >= d0:
+    if delta.real >= d0.real:
         return delta, 1.0, 0.0, 1.0, 0.0, 0.0
     u = delta / d0
     S = delta * (2.0 * u - u * u)
@@ -161,9 +161,9 @@ def _ramps(delta, d0):
 @njit(cache=True)
 def _pos(x, x0):
     """C1 positive part: value, d/dx, d/dx0."""
-    if x <= 0.0:
+    if x.real <= 0.0:
         return 0.0, 0.0, 0.0
-    if x >= x0:
+    if x.real >= x0.real:
         return x, 1.0, 0.0
     y = x / x0
     return x * (2.0 * y - y * y), 4.0 * y - 3.0 * y * y, -2.0 * y * y + 2.0 * y * y * y
@@ -186,7 +186,7 @@ def tire_force(c, vc, a, w, tp, road, F, P):
     g1 = -sa * a[1]
     g2 = 1.0 - sa * a[2]
     gn = np.sqrt(g0 * g0 + g1 * g1 + g2 * g2)
-    if gn < 1e-12:
+    if gn.real < 1e-12:
         return -np.inf, 0.0, 0.0, 0.0          # disc lying flat: no lowest point
     d0 = -g0 / gn
     d1 = -g1 / gn
@@ -199,7 +199,7 @@ def tire_force(c, vc, a, w, tp, road, F, P):
     n0 = -h1 / q
     n2 = 1.0 / q
     delta = (h - P[2]) / q
-    if delta <= 0.0:
+    if delta.real <= 0.0:
         return delta, 0.0, 0.0, 0.0
     # rate of penetration
     ad0 = w[1] * a[2] - w[2] * a[1]
@@ -236,7 +236,7 @@ def tire_force(c, vc, a, w, tp, road, F, P):
     ln = np.sqrt(l0 * l0 + l1 * l1 + l2 * l2)
     v_long = 0.0
     v_lat = 0.0
-    if ln > 0.0:
+    if ln.real > 0.0:
         l0 /= ln
         l1 /= ln
         l2 /= ln
@@ -420,4 +420,186 @@ def tire_force_jacobian(c, vc, a, w, tp, road, F, P, JF, JP):
     for i in range(3):
         F[i] = N * n[i] - phi * vt[i]
         JF[i] = n[i] * dN + N * dn[i] - vt[i] * dphi - phi * dvt[i]
+    return delta, N
+
+
+# ----------------------------------------------------------------------------------------
+# directional derivatives (one tangent direction, no allocation): used by the exact
+# sensitivity kernels (workbench._tangent.tire_forces_t)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def road_profile_dir(road, x, droad):
+    """Directional derivative of ``h, h', h''`` at fixed ``x`` along a direction
+    ``droad`` of the road parameters (contracted :func:`road_profile_param_grad`)."""
+    nr = road.shape[0]
+    if nr == 0:
+        return 0.0, 0.0, 0.0
+    g = droad[0]
+    g1 = 0.0
+    g2 = 0.0
+    for i in range((nr - 1) // 3):
+        b = 1 + 3 * i
+        xi = road[b]
+        dh = road[b + 1]
+        L = road[b + 2]
+        u = (x - xi) / L + 0.5
+        s, s1, s2, s3 = _qstep(u)
+        ddh = droad[b + 1]
+        dL = droad[b + 2]
+        du = -droad[b] / L - (u - 0.5) / L * dL
+        g += ddh * s + dh * s1 * du
+        g1 += ddh * s1 / L + dh * s2 * du / L - dh * s1 * dL / (L * L)
+        g2 += (ddh * s2 / (L * L) + dh * s3 * du / (L * L)
+               - 2.0 * dh * s2 * dL / (L * L * L))
+    return g, g1, g2
+
+
+@njit(cache=True)
+def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF, dP):
+    """Contact force ``F``, point ``P`` (as :func:`tire_force`) and their directional
+    derivatives ``dF``, ``dP`` along the input direction ``(dc, dvc, da, dw, dtp,
+    droad)``: the forward-mode chain rule of the formulas of the module docstring, line
+    by line the contraction ``JF . dX`` of :func:`tire_force_jacobian` (which it equals to
+    round-off; tested, and against complex-step differences of :func:`tire_force`).
+
+    Returns ``(delta, N)``.
+    """
+    R = tp[TP_R]
+    k = tp[TP_K]
+    cn = tp[TP_C]
+    mu = tp[TP_MU]
+    ve = tp[TP_VEPS]
+    dramp = tp[TP_DRAMP]
+    nramp = tp[TP_NRAMP]
+    dR = dtp[TP_R]
+    for i in range(3):
+        F[i] = 0.0
+        dF[i] = 0.0
+        P[i] = c[i]
+        dP[i] = dc[i]
+    # ---- lowest point P = c + R d, d = -g/|g|, g = e_z - a_z a
+    sa = a[2]
+    dsa = da[2]
+    g0 = -sa * a[0]
+    g1 = -sa * a[1]
+    g2 = 1.0 - sa * a[2]
+    dg0 = -a[0] * dsa - sa * da[0]
+    dg1 = -a[1] * dsa - sa * da[1]
+    dg2 = -a[2] * dsa - sa * da[2]
+    gn = np.sqrt(g0 * g0 + g1 * g1 + g2 * g2)
+    if gn < 1e-12:
+        return -np.inf, 0.0
+    gh0 = g0 / gn
+    gh1 = g1 / gn
+    gh2 = g2 / gn
+    dgn = gh0 * dg0 + gh1 * dg1 + gh2 * dg2
+    dgh0 = (dg0 - gh0 * dgn) / gn
+    dgh1 = (dg1 - gh1 * dgn) / gn
+    dgh2 = (dg2 - gh2 * dgn) / gn
+    d0 = -gh0
+    d1 = -gh1
+    d2 = -gh2
+    dd0 = -dgh0
+    dd1 = -dgh1
+    dd2 = -dgh2
+    P[0] = c[0] + R * d0
+    P[1] = c[1] + R * d1
+    P[2] = c[2] + R * d2
+    dP[0] = dc[0] + R * dd0 + dR * d0
+    dP[1] = dc[1] + R * dd1 + dR * d1
+    dP[2] = dc[2] + R * dd2 + dR * d2
+    # ---- road at x_P: height, normal, penetration
+    h, h1, h2, h3 = road_profile(road, P[0])
+    rh, rh1, rh2 = road_profile_dir(road, P[0], droad)
+    dh = h1 * dP[0] + rh
+    dh1 = h2 * dP[0] + rh1
+    dh2 = h3 * dP[0] + rh2
+    q = np.sqrt(1.0 + h1 * h1)
+    dq = h1 * dh1 / q
+    n0 = -h1 / q
+    n2 = 1.0 / q
+    dn0 = -dh1 / q + h1 * dq / (q * q)
+    dn2 = -dq / (q * q)
+    delta = (h - P[2]) / q
+    if delta <= 0.0:
+        return delta, 0.0
+    ddelta = (dh - dP[2]) / q - delta * dq / q
+    # ---- rate of penetration (a_dot = w x a)
+    ad0 = w[1] * a[2] - w[2] * a[1]
+    ad1 = w[2] * a[0] - w[0] * a[2]
+    ad2 = w[0] * a[1] - w[1] * a[0]
+    dad0 = (dw[1] * a[2] - dw[2] * a[1]) + (w[1] * da[2] - w[2] * da[1])
+    dad1 = (dw[2] * a[0] - dw[0] * a[2]) + (w[2] * da[0] - w[0] * da[2])
+    dad2 = (dw[0] * a[1] - dw[1] * a[0]) + (w[0] * da[1] - w[1] * da[0])
+    gd0 = -ad2 * a[0] - sa * ad0
+    gd1 = -ad2 * a[1] - sa * ad1
+    gd2 = -ad2 * a[2] - sa * ad2
+    dgd0 = -a[0] * dad2 - ad2 * da[0] - ad0 * dsa - sa * dad0
+    dgd1 = -a[1] * dad2 - ad2 * da[1] - ad1 * dsa - sa * dad1
+    dgd2 = -a[2] * dad2 - ad2 * da[2] - ad2 * dsa - sa * dad2
+    proj = gh0 * gd0 + gh1 * gd1 + gh2 * gd2
+    dproj = (gh0 * dgd0 + gh1 * dgd1 + gh2 * dgd2
+             + gd0 * dgh0 + gd1 * dgh1 + gd2 * dgh2)
+    # d_dot = -(gd - gh proj)/gn; only the x and z components of P_dot are needed
+    m0 = gd0 - gh0 * proj
+    m2 = gd2 - gh2 * proj
+    dm0 = dgd0 - gh0 * dproj - proj * dgh0
+    dm2 = dgd2 - gh2 * dproj - proj * dgh2
+    ddot0 = -m0 / gn
+    ddot2 = -m2 / gn
+    dddot0 = -dm0 / gn + m0 * dgn / (gn * gn)
+    dddot2 = -dm2 / gn + m2 * dgn / (gn * gn)
+    Pd0 = vc[0] + R * ddot0
+    Pd2 = vc[2] + R * ddot2
+    dPd0 = dvc[0] + R * dddot0 + dR * ddot0
+    dPd2 = dvc[2] + R * dddot2 + dR * ddot2
+    hd = h1 * Pd0
+    dhd = Pd0 * dh1 + h1 * dPd0
+    qd = h1 * h2 * Pd0 / q
+    dqd = (h2 * Pd0 * dh1 + h1 * Pd0 * dh2 + h1 * h2 * dPd0) / q - qd * dq / q
+    deltad = (hd - Pd2) / q - delta * qd / q
+    ddeltad = ((dhd - dPd2) / q - (hd - Pd2) * dq / (q * q)
+               - (qd * ddelta + delta * dqd) / q + delta * qd * dq / (q * q))
+    # ---- normal force
+    S, S_d, S_d0, H, H_d, H_d0 = _ramps(delta, dramp)
+    dS = S_d * ddelta + S_d0 * dtp[TP_DRAMP]
+    dH = H_d * ddelta + H_d0 * dtp[TP_DRAMP]
+    Nr = k * S + cn * H * deltad
+    dNr = (k * dS + cn * deltad * dH + cn * H * ddeltad + dtp[TP_K] * S
+           + dtp[TP_C] * H * deltad)
+    N, N_x, N_x0 = _pos(Nr, nramp)
+    dN = N_x * dNr + N_x0 * dtp[TP_NRAMP]
+    # ---- slip velocity of the material point at P and friction
+    wd0 = w[1] * d2 - w[2] * d1
+    wd1 = w[2] * d0 - w[0] * d2
+    wd2 = w[0] * d1 - w[1] * d0
+    dwd0 = (dw[1] * d2 - dw[2] * d1) + (w[1] * dd2 - w[2] * dd1)
+    dwd1 = (dw[2] * d0 - dw[0] * d2) + (w[2] * dd0 - w[0] * dd2)
+    dwd2 = (dw[0] * d1 - dw[1] * d0) + (w[0] * dd1 - w[1] * dd0)
+    vp0 = vc[0] + R * wd0
+    vp1 = vc[1] + R * wd1
+    vp2 = vc[2] + R * wd2
+    dvp0 = dvc[0] + R * dwd0 + dR * wd0
+    dvp1 = dvc[1] + R * dwd1 + dR * wd1
+    dvp2 = dvc[2] + R * dwd2 + dR * wd2
+    vn = vp0 * n0 + vp2 * n2
+    dvn = vp0 * dn0 + vp2 * dn2 + n0 * dvp0 + n2 * dvp2
+    vt0 = vp0 - vn * n0
+    vt1 = vp1
+    vt2 = vp2 - vn * n2
+    dvt0 = dvp0 - n0 * dvn - vn * dn0
+    dvt1 = dvp1
+    dvt2 = dvp2 - n2 * dvn - vn * dn2
+    rho = np.sqrt(vt0 * vt0 + vt1 * vt1 + vt2 * vt2 + ve * ve)
+    drho = (vt0 * dvt0 + vt1 * dvt1 + vt2 * dvt2 + ve * dtp[TP_VEPS]) / rho
+    phi = mu * N / rho
+    dphi = (dtp[TP_MU] * N + mu * dN) / rho - phi * drho / rho
+    F[0] = N * n0 - phi * vt0
+    F[1] = -phi * vt1
+    F[2] = N * n2 - phi * vt2
+    dF[0] = dN * n0 + N * dn0 - dphi * vt0 - phi * dvt0
+    dF[1] = -dphi * vt1 - phi * dvt1
+    dF[2] = dN * n2 + N * dn2 - dphi * vt2 - phi * dvt2
     return delta, N

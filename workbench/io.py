@@ -494,7 +494,67 @@ def load_model(path, **options) -> Model:
         raise ModelError(f"{source}: malformed TOML: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ModelError(f"{source}: malformed JSON: {exc}") from None
+    if isinstance(data, dict) and "base" in data:
+        data = _with_base(data, path, source)
     return model_from_dict(data, source=source, default_name=path.stem, **options)
+
+
+#: sections of a derived model file that are merged entry by entry with the base file
+_MERGED_TABLES = ("parameters", "objectives")
+
+
+def _with_base(data: dict, path: Path, source: str) -> dict:
+    """Merge a derived model document (top-level key ``base = "other.toml"``, a file
+    next to it) onto its base: ``[model]`` keys and ``[model.meta]`` keys override,
+    ``[parameters.X]`` / ``[objectives.X]`` tables replace or add entries by name, list
+    sections (``[[drives]]``, ...) replace or add entries by ``name``, ``[road]`` and
+    ``[ground]`` replace the base's.  Used for maneuvers of one vehicle (the vehicle's
+    data stay in one file)."""
+    base_name = data["base"]
+    if not isinstance(base_name, str):
+        raise ModelError(f"{source}: base must be a file name, got {base_name!r}")
+    base_path = path.parent / base_name
+    if base_path.resolve() == path.resolve():
+        raise ModelError(f"{source}: base refers to the file itself")
+    try:
+        text = base_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"{source}: cannot read the base model file {base_name!r}: "
+                         f"{exc}") from None
+    try:
+        base = (tomllib.loads(text) if base_path.suffix.lower() == ".toml"
+                else json.loads(text))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{base_path}: malformed base model file: {exc}") from None
+    if "base" in base:
+        base = _with_base(base, base_path, str(base_path))
+    out = dict(base)
+    for key, val in data.items():
+        if key == "base":
+            continue
+        if key == "model" and isinstance(val, dict):
+            head = dict(base.get("model", {}))
+            for k, v in val.items():
+                if k == "meta" and isinstance(v, dict):
+                    head["meta"] = {**head.get("meta", {}), **v}
+                else:
+                    head[k] = v
+            out["model"] = head
+        elif key in _MERGED_TABLES and isinstance(val, dict):
+            out[key] = {**base.get(key, {}), **val}
+        elif key in _LIST_SECTIONS and isinstance(val, list):
+            entries = list(base.get(key, []))
+            index = {e.get("name"): i for i, e in enumerate(entries) if isinstance(e, dict)}
+            for e in val:
+                nm = e.get("name") if isinstance(e, dict) else None
+                if nm in index:
+                    entries[index[nm]] = e
+                else:
+                    entries.append(e)
+            out[key] = entries
+        else:
+            out[key] = val
+    return out
 
 
 def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "model",

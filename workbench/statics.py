@@ -2,9 +2,9 @@
 generalised forces vanish with zero velocities, ``Qbar(z^i) = R^T Q(z(z^i), 0) = 0``.
 
 >>> import workbench as wb
->>> eq = wb.equilibrium("buggy")                 # EquilibriumResult
+>>> eq = wb.equilibrium("buggy-step")                 # EquilibriumResult
 >>> eq.zi, eq.residual, eq.iterations
->>> start = wb.at_equilibrium(wb.catalog.load("buggy"))   # a Model starting there
+>>> start = wb.at_equilibrium(wb.catalog.load("buggy-step"))   # a Model starting there
 
 Method
 ------

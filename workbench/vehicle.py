@@ -1,0 +1,102 @@
+"""Vehicle maneuvers: start a vehicle model from static equilibrium, rolling without slip,
+and the ISO 3888-1 double-lane-change geometry.
+
+A maneuver file (``workbench/models/buggy-step.toml``, ``buggy-dlc.toml``) declares
+``initial_state = "equilibrium"`` and ``rolling_start = true`` in ``[model.meta]``;
+:func:`prepare` then returns a copy of the model whose initial coordinates are the static
+equilibrium of the NOMINAL design (:func:`workbench.statics.at_equilibrium`) and whose
+wheel spin rates make every tire roll without slip at the initial forward speed.  These
+initial values are data of the maneuver: they are held fixed when a design parameter is
+perturbed (also by the finite differences), so every gradient method differentiates the
+same map rho -> psi(rho) from the same initial state.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from . import _kernels as K
+from . import _tire as TY
+from .model import Model
+from .statics import at_equilibrium
+
+
+def _load(model):
+    if isinstance(model, Model):
+        return copy.deepcopy(model)
+    from .catalog import load
+    return load(model)
+
+
+def rolling_start(model: Model) -> Model:
+    """Set the spin rate of every tired wheel to ``v / rho_w``: ``v`` the initial forward
+    speed (x rate of the floating joint of the chassis), ``rho_w`` the height of the wheel
+    centre above the road at the initial configuration (the loaded rolling radius of the
+    rigid-disc tire), so that the contact points start without slip.  The spin joint of a
+    tire is the revolute joint whose child is the tire's wheel body."""
+    out = copy.deepcopy(model)
+    cm = out.compile()
+    ma = cm.arrays
+    floating = [j for j in out.joints.values() if j.type == "floating"]
+    if not floating:
+        return out
+    pos = {nm: k for k, nm in enumerate(cm.coord_names)}
+    z = np.array(cm.z_guess, dtype=float)
+    v = float(cm.zd_guess[pos[floating[0].name + ".x"]])
+    nf = ma.fr_parent.shape[0]
+    A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    K.frame_positions(ma, ma.p, z, A, r, u)
+    road = ma.p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+    for s, tire in enumerate(out.tires.values()):
+        c = np.zeros(3)
+        K.point_position(ma, ma.p, A, r, ma.ty_pt[s], c)
+        height = c[2] - TY.road_profile(road, c[0])[0]
+        for j in out.joints.values():
+            if j.type == "revolute" and j.child == tire.body:
+                j.qd0 = [v / height]
+    return out
+
+
+def prepare(model, parameters: dict | None = None) -> Model:
+    """The maneuver's start: static equilibrium (if ``meta.initial_state`` says so) and
+    rolling without slip (if ``meta.rolling_start``).  ``model`` is a Model or a shipped
+    model name; ``parameters`` override values (own units) before the equilibrium."""
+    m = _load(model)
+    if parameters:
+        for name, value in parameters.items():
+            m.parameters[name].value = float(value)
+    if str(m.meta.get("initial_state", "")).startswith("equilibrium"):
+        m = at_equilibrium(m)
+    if m.meta.get("rolling_start"):
+        m = rolling_start(m)
+    return m
+
+
+def iso3888_1_lanes(model: Model) -> list[dict]:
+    """The three gated sections of the ISO 3888-1 double lane change for the vehicle
+    width and course start declared by the model's parameters ``dlc_width``, ``dlc_x0``
+    (start of section 1) and ``dlc_offset`` (lateral offset 3.5 m): a list of ``{x0, x1,
+    y_left, y_right}`` (m, course frame: x forward, y left, section 1 centred on y = 0).
+
+    Geometry (ISO 3888-1:1999 as implemented in Project Chrono's
+    ``demo_VEH_HMMWV_DoubleLaneChange``, ``ISO3888_Helper``): section 1 15 m long and
+    ``1.1 b + 0.25`` wide; 30 m transition; section 3 25 m long, ``1.2 b + 0.25`` wide, its
+    right boundary ``dlc_offset`` left of the centre line of section 1; 25 m transition;
+    section 5 15 m long, ``1.3 b + 0.25`` wide, its right boundary on that of section 1.
+    """
+    P = {nm: p.si_value for nm, p in model.parameters.items()}
+    b, x0, ofs = P["dlc_width"], P["dlc_x0"], P["dlc_offset"]
+    wa, wb, wc = 1.1 * b + 0.25, 1.2 * b + 0.25, 1.3 * b + 0.25
+    xa = x0
+    xb = xa + 15.0 + 30.0
+    xc = xb + 25.0 + 25.0
+    return [
+        {"x0": xa, "x1": xa + 15.0, "y_left": wa / 2, "y_right": -wa / 2},
+        {"x0": xb, "x1": xb + 25.0, "y_left": ofs + wb, "y_right": ofs},
+        {"x0": xc, "x1": xc + 15.0, "y_left": -wa / 2 + wc, "y_right": -wa / 2},
+    ]
+
+
+__all__ = ["prepare", "rolling_start", "iso3888_1_lanes"]
