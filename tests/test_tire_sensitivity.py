@@ -109,9 +109,10 @@ def test_step_jacobians_with_tire_match_differences_of_the_residual():
             JrF[:, c] = (out[0] - out[1]) / (2 * eps * scale)
         # columns relative to their own size (parameters span 1e-1 .. 1e5 in SI units);
         # 1e-6: central differences with relative steps 1e-6 of a residual solved to
-        # 1e-14 (truncation ~1e-12, rounding ~1e-8 relative)
+        # 1e-14 (truncation ~1e-12, rounding ~1e-8 relative); floor 1e-10 of the largest
+        # column for columns that vanish analytically (rounding u |r| / eps ~ 1e-9 N)
         for c in range(2 * d + npar):
-            ref = np.max(np.abs(JrF[:, c])) + 1e-12 * np.max(np.abs(JrF))
+            ref = np.max(np.abs(JrF[:, c])) + 1e-4 * np.max(np.abs(JrF))
             assert np.max(np.abs(Jr[:, c] - JrF[:, c])) < 1e-6 * ref, (form, c)
 
 
