@@ -113,6 +113,27 @@ def projected_stiffness(cm, t, z, R):
     return R.T @ Kd @ R
 
 
+def exact_stiffness(cm, t, zi, z, formulation="sr-com"):
+    """Exact ``Kbar = -dQbar/dz^i`` at zero velocity: the ``dr/dZ`` block of the exact step
+    Jacobians (:func:`workbench._sens.step_jacobians` with ``a = 0``, ``zd^i = 0``), which
+    includes the geometric stiffness (configuration dependence of ``R``, ``M`` and of the
+    elements' Jacobians) that :func:`projected_stiffness` omits."""
+    from . import _sens as S
+    from .kinematics import formulation_code
+    ma = cm.arrays
+    d = cm.d
+    i64 = np.zeros(0, dtype=np.int64)
+    Jr = np.zeros((d, 2 * d))
+    Mb = np.zeros((d, d))
+    st = S.step_jacobians(ma, ma.p, formulation_code(formulation), float(t),
+                          np.asarray(zi, float), np.zeros(d), np.zeros(d), z.copy(),
+                          np.zeros((ma.p.shape[0], 0)), i64, i64, i64, Jr, Mb,
+                          np.zeros((0, 3 * d)), np.zeros(0))
+    if st != MR.OK:
+        return None
+    return Jr[:, :d]
+
+
 def equilibrium(model, t: float = 0.0, formulation: str = "sr-com", tol: float | None = None,
                 maxit: int = 100, parameters: dict | None = None,
                 max_step: float = MAX_STEP) -> EquilibriumResult:
@@ -146,27 +167,34 @@ def equilibrium(model, t: float = 0.0, formulation: str = "sr-com", tol: float |
                 f"iterations (max |Qbar| = {history[-1]:.3g}, tolerance {tol:.3g})", t,
                 history[-1], it)
         it += 1
-        Kb = projected_stiffness(cm, t, st.z, st.R)
-        step = np.linalg.lstsq(Kb, Qb, rcond=1e-12)[0]
-        big = float(np.max(np.abs(step))) if d else 0.0
-        if big > max_step:
-            step *= max_step / big
         norm0 = float(np.linalg.norm(Qb))
-        lam = 1.0
-        while True:
-            try:
-                trial = state_terms(cm, t, zi + lam * step, zeros, st.z, formulation)
-                ok = float(np.linalg.norm(trial.Q_bar)) < norm0
-            except (AssemblyError, SingularConfigurationError):
-                ok = False
-            if ok:
+        trial = lam = step = None
+        for kind in ("exact", "projected"):
+            Kb = (exact_stiffness(cm, t, zi, st.z, formulation) if kind == "exact"
+                  else projected_stiffness(cm, t, st.z, st.R))
+            if Kb is None:
+                continue
+            step = np.linalg.lstsq(Kb, Qb, rcond=1e-12)[0]
+            big = float(np.max(np.abs(step))) if d else 0.0
+            if big > max_step:
+                step *= max_step / big
+            lam = 1.0
+            while lam >= 1e-8:
+                try:
+                    cand = state_terms(cm, t, zi + lam * step, zeros, st.z, formulation)
+                    if float(np.linalg.norm(cand.Q_bar)) < norm0:
+                        trial = cand
+                        break
+                except (AssemblyError, SingularConfigurationError):
+                    pass
+                lam *= 0.5
+            if trial is not None:
                 break
-            lam *= 0.5
-            if lam < 1e-8:
-                raise NewtonConvergenceError(
-                    f"static equilibrium of model {cm.name!r}: the damped Newton step "
-                    f"does not reduce the residual (max |Qbar| = {history[-1]:.3g}) after "
-                    f"{it} iterations", t, history[-1], it)
+        if trial is None:
+            raise NewtonConvergenceError(
+                f"static equilibrium of model {cm.name!r}: the damped Newton step "
+                f"does not reduce the residual (max |Qbar| = {history[-1]:.3g}) after "
+                f"{it} iterations", t, history[-1], it)
         zi = zi + lam * step
         st = trial
         Qb = st.Q_bar
