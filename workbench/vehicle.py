@@ -2,10 +2,10 @@
 and the ISO 3888-1 double-lane-change geometry.
 
 A maneuver file (``workbench/models/buggy-step.toml``, ``buggy-dlc.toml``) declares
-``initial_state = "equilibrium"`` and ``rolling_start = true`` in ``[model.meta]``;
-:func:`prepare` then returns a copy of the model whose initial coordinates are the static
-equilibrium of the NOMINAL design (:func:`workbench.statics.at_equilibrium`) and whose
-wheel spin rates make every tire roll without slip at the initial forward speed.  These
+``initial_state = "equilibrium"`` in ``[model.meta]``; :func:`prepare` then returns a copy
+of the model whose initial coordinates are the static equilibrium of the NOMINAL design
+(:func:`workbench.statics.at_equilibrium`); the file's initial velocities make every tire
+roll without slip at the initial forward speed (``v0 / R_w``).  These
 initial values are data of the maneuver: they are held fixed when a design parameter is
 perturbed (also by the finite differences), so every gradient method differentiates the
 same map rho -> psi(rho) from the same initial state.
@@ -17,8 +17,6 @@ import copy
 
 import numpy as np
 
-from . import _kernels as K
-from . import _tire as TY
 from .model import Model
 from .statics import at_equilibrium
 
@@ -30,38 +28,12 @@ def _load(model):
     return load(model)
 
 
-def rolling_start(model: Model) -> Model:
-    """Set the spin rate of every tired wheel to ``v / rho_w``: ``v`` the initial forward
-    speed (x rate of the floating joint of the chassis), ``rho_w`` the height of the wheel
-    centre above the road at the initial configuration (the loaded rolling radius of the
-    rigid-disc tire), so that the contact points start without slip.  The spin joint of a
-    tire is the revolute joint whose child is the tire's wheel body."""
-    out = copy.deepcopy(model)
-    cm = out.compile()
-    ma = cm.arrays
-    floating = [j for j in out.joints.values() if j.type == "floating"]
-    if not floating:
-        return out
-    pos = {nm: k for k, nm in enumerate(cm.coord_names)}
-    z = np.array(cm.z_guess, dtype=float)
-    v = float(cm.zd_guess[pos[floating[0].name + ".x"]])
-    nf = ma.fr_parent.shape[0]
-    A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
-    K.frame_positions(ma, ma.p, z, A, r, u)
-    road = ma.p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-    for s, tire in enumerate(out.tires.values()):
-        c = np.zeros(3)
-        K.point_position(ma, ma.p, A, r, ma.ty_pt[s], c)
-        height = c[2] - TY.road_profile(road, c[0])[0]
-        for j in out.joints.values():
-            if j.type == "revolute" and j.child == tire.body:
-                j.qd0 = [v / height]
-    return out
-
-
 def prepare(model, parameters: dict | None = None) -> Model:
-    """The maneuver's start: static equilibrium (if ``meta.initial_state`` says so) and
-    rolling without slip (if ``meta.rolling_start``).  ``model`` is a Model or a shipped
+    """The maneuver's start: static equilibrium of the positions (if
+    ``meta.initial_state`` says so); the initial velocities are the file's (forward speed
+    ``v0`` and wheel spins ``v0 / R_w``: the contact law evaluates the slip at the lowest
+    point of the rigid disc, at the unloaded radius ``R_w``, so that is rolling without
+    slip).  ``model`` is a Model or a shipped
     model name; ``parameters`` override values (own units) before the equilibrium."""
     m = _load(model)
     if parameters:
@@ -69,8 +41,6 @@ def prepare(model, parameters: dict | None = None) -> Model:
             m.parameters[name].value = float(value)
     if str(m.meta.get("initial_state", "")).startswith("equilibrium"):
         m = at_equilibrium(m)
-    if m.meta.get("rolling_start"):
-        m = rolling_start(m)
     return m
 
 
@@ -99,4 +69,4 @@ def iso3888_1_lanes(model: Model) -> list[dict]:
     ]
 
 
-__all__ = ["prepare", "rolling_start", "iso3888_1_lanes"]
+__all__ = ["prepare", "iso3888_1_lanes"]
