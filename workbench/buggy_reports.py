@@ -84,7 +84,8 @@ def buggy(maneuver: str, out_dir, formulation: str = "sr-com", t_end=None,
     cm = model.compile()
     meta = model.meta
     dt = float(meta["dt"])
-    t_end = float(meta["t_end"]) if t_end is None else float(t_end)
+    t_end = float(meta["t_end"]) if t_end is None else \
+        max(1, int(round(float(t_end) / dt))) * dt
     kw = dict(formulation=formulation, t_end=t_end, dt=dt)
     # warm-up on a short horizon so that timings exclude numba compilation
     for m, v in (("direct", "discrete"), ("adjoint", "discrete"), ("adjoint", "continuous")):

@@ -42,6 +42,10 @@ DEFAULT_T_END = 1.0
 DEFAULT_DT = 1e-3
 #: ``--quick`` end time of ``workbench reproduce``.
 QUICK_T_END = 1.0
+#: ``--quick`` end times of the buggy reports: the double lane change until shortly after
+#: the first steering input (starts at 1.86 s), the step descent until the front wheels
+#: have just left the step (2.0 s)
+QUICK_BUGGY_T_END = {"buggy-dlc": 3.0, "buggy-step": 2.25}
 
 #: The main job: (model name, catalog options, t_end, dt); ``None`` = the model's default.
 REPRODUCE_RUNS = (
@@ -587,7 +591,7 @@ def _cmd_reproduce(args) -> int:
         from .buggy_reports import buggy
         print(f"[{name}] (reconstruction) gradients of psi: direct, adjoint (discrete and "
               "continuous), central differences, step-size study ...", flush=True)
-        t_end = QUICK_T_END if args.quick else None
+        t_end = QUICK_BUGGY_T_END[name] if args.quick else None
         tm = buggy(name, out / name, formulation=args.formulation, t_end=t_end)
         print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
