@@ -21,24 +21,22 @@ from .model import Model
 from .statics import at_equilibrium
 
 
-def _load(model):
-    if isinstance(model, Model):
-        return copy.deepcopy(model)
-    from .catalog import load
-    return load(model)
-
-
 def prepare(model, parameters: dict | None = None) -> Model:
     """The maneuver's start: static equilibrium of the positions (if
     ``meta.initial_state`` says so); the initial velocities are the file's (forward speed
     ``v0`` and wheel spins ``v0 / R_w``: the contact law evaluates the slip at the lowest
     point of the rigid disc, at the unloaded radius ``R_w``, so that is rolling without
     slip).  ``model`` is a Model or a shipped
-    model name; ``parameters`` override values (own units) before the equilibrium."""
-    m = _load(model)
-    if parameters:
-        for name, value in parameters.items():
+    model name; ``parameters`` override values (own units) before the equilibrium (for a
+    name they are applied at load time, so initial conditions such as ``x0`` follow; for
+    a Model only the numeric fields change)."""
+    if isinstance(model, Model):
+        m = copy.deepcopy(model)
+        for name, value in (parameters or {}).items():
             m.parameters[name].value = float(value)
+    else:
+        from .catalog import load
+        m = load(model, **(parameters or {}))        # load-time values (x0, v0) follow
     if str(m.meta.get("initial_state", "")).startswith("equilibrium"):
         m = at_equilibrium(m)
     return m
