@@ -189,7 +189,7 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
         "differences of our simulation with step `fd_step`; `published`: seed 001 for the "
         "official model; `sign_agrees`: sign(direct_sr) = sign(published).",
         "",
-        "```\n" + df.to_string(index=False) + "\n```",
+        "```\n" + df.to_string(index=False, float_format=lambda x: f"{x:.6g}") + "\n```",
         "",
         "Agreement measured in this run (max abs difference / max abs value):",
         "",
@@ -285,7 +285,7 @@ def _figures(maneuver, model, D, A, out):
         ax.set_ylabel("y [m]")
         ax.set_title("path against the ISO 3888-1 cones (open-loop steering)")
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="lower right")
+        ax.legend(loc="upper left")
         fig.tight_layout()
         fig.savefig(out / "path.png", dpi=100)
         plt.close(fig)

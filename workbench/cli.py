@@ -45,7 +45,7 @@ QUICK_T_END = 1.0
 #: ``--quick`` end times of the buggy reports: the double lane change until shortly after
 #: the first steering input (starts at 1.86 s), the step descent until the front wheels
 #: have just left the step (2.0 s)
-QUICK_BUGGY_T_END = {"buggy-dlc": 3.0, "buggy-step": 2.25}
+QUICK_BUGGY_T_END = {"buggy-dlc": 2.4, "buggy-step": 2.25}
 
 #: The main job: (model name, catalog options, t_end, dt); ``None`` = the model's default.
 REPRODUCE_RUNS = (
@@ -54,6 +54,10 @@ REPRODUCE_RUNS = (
     ("slider-crank", {}, None, None),
     ("five-bar", {}, None, None),
 )
+#: buggy reports included in ``workbench reproduce all``: the double lane change (~1.5 min);
+#: the step descent (4500 steps of 1 ms, step-size study down to 0.25 ms: ~12 min, the
+#: exact step Jacobians cost ~30 simulation steps each) only by name
+REPRODUCE_ALL_BUGGY = ("buggy-dlc",)
 #: ``workbench reproduce`` writes the history every this many seconds (at most).
 REPRODUCE_HISTORY_INTERVAL = 0.01
 
@@ -551,9 +555,10 @@ def _add_reproduce(sub):
                     "N=40, 20 s, dt 1e-3) and write DIR/simulate/<model>/ for each model and "
                     "an index DIR/README.md; then the five-bar gradient report "
                     "DIR/five-bar/ (gradients.csv, timings.json, report.md, figure).  "
-                    "then the buggy gradient reports DIR/buggy-step/ and DIR/buggy-dlc/ "
-                    "(reconstructions; gradients.csv, timings.json, report.md, figures, "
-                    "step-size study).  "
+                    "then the double-lane-change gradient report DIR/buggy-dlc/ "
+                    "(reconstruction; gradients.csv, timings.json, report.md, figures, "
+                    "step-size study); 'workbench reproduce buggy-step' writes the "
+                    "step-descent report DIR/buggy-step/ (about 12 minutes).  "
                     "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
                     "gradient report, 'workbench reproduce simulate' only the simulations.")
     p.add_argument("target", nargs="?", default="all",
@@ -586,7 +591,7 @@ def _cmd_reproduce(args) -> int:
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s")
     for name in ("buggy-step", "buggy-dlc"):
-        if args.target not in ("all", name):
+        if args.target != name and not (args.target == "all" and name in REPRODUCE_ALL_BUGGY):
             continue
         from .buggy_reports import buggy
         print(f"[{name}] (reconstruction) gradients of psi: direct, adjoint (discrete and "
