@@ -79,6 +79,15 @@ the parameter's SI value when the file is loaded (so it carries the parameter's 
 but a later compile-time override of that parameter does not change it; override it in
 :func:`load_model` / :func:`workbench.catalog.load` instead).  :func:`model_to_dict` writes
 load-time fields as numbers.
+
+Derived files
+-------------
+A top-level ``base = "other.toml"`` (a file in the same folder) makes the file a
+variant of ``other.toml`` (e.g. a maneuver of one vehicle: ``buggy-dlc.toml`` on
+``buggy-step.toml``): ``[model]`` and ``[model.meta]`` keys, ``[parameters.X]`` and
+``[objectives.X]`` entries and list entries with the same ``name`` (``[[drives]]``, ...)
+replace the base's, new ones are added, ``[road]``/``[ground]`` replace the base's
+(:func:`_with_base`).
 """
 
 from __future__ import annotations
