@@ -17,6 +17,7 @@ import copy
 
 import numpy as np
 
+from .errors import ModelError, UnknownNameError
 from .model import Model
 from .statics import at_equilibrium
 
@@ -33,6 +34,8 @@ def prepare(model, parameters: dict | None = None) -> Model:
     if isinstance(model, Model):
         m = copy.deepcopy(model)
         for name, value in (parameters or {}).items():
+            if name not in m.parameters:
+                raise UnknownNameError("parameter", name, m.parameters)
             m.parameters[name].value = float(value)
     else:
         from .catalog import load
@@ -55,6 +58,10 @@ def iso3888_1_lanes(model: Model) -> list[dict]:
     section 5 15 m long, ``1.3 b + 0.25`` wide, its right boundary on that of section 1.
     """
     P = {nm: p.si_value for nm, p in model.parameters.items()}
+    missing = [k for k in ("dlc_width", "dlc_x0", "dlc_offset") if k not in P]
+    if missing:
+        raise ModelError(f"model {model.name!r}: the ISO 3888-1 course needs the parameters "
+                         f"{', '.join(missing)}")
     b, x0, ofs = P["dlc_width"], P["dlc_x0"], P["dlc_offset"]
     wa, wb, wc = 1.1 * b + 0.25, 1.2 * b + 0.25, 1.3 * b + 0.25
     xa = x0
