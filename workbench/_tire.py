@@ -58,6 +58,14 @@ Inputs of the Jacobian :func:`tire_force_jacobian` are ordered
 ``dF/dX`` and ``dP/dX`` (3 x (19 + len(road))), exact derivatives of the formulas above
 (``a`` is treated as a free 3-vector, as the formulas are written; at ``|a| = 1`` its
 radial component does not matter for motions of a rigid wheel).
+
+:func:`tire_force_dir` is the same chain rule for ONE input direction (scalars only, no
+allocation): ``dF = JF . dX``, ``dP = JP . dX``.  It is what the exact design
+sensitivities use (:func:`workbench._tangent.tire_forces_t`, the tangent of the tire
+wrench inside :func:`workbench._tangent.applied_forces_t`, seed 001 eqs 49-61 for the
+applied-force terms ``Qbar_z``, ``Qbar_zd``, ``Qbar_rho``).  The branches compare real
+parts only, so every function here also runs on complex inputs (complex-step checks in
+``tests/test_tire.py``).
 """
 
 from __future__ import annotations
