@@ -57,6 +57,11 @@ ModelArraysTuple = namedtuple(
         "af_type", "af_idx", "af_dir", "af_tf",
         # time functions
         "tf_kind", "tf_par",
+        # tire-ground contacts (workbench/_tire.py): wheel-centre point, spin-axis vector,
+        # first of the TY_NPAR consecutive parameter fields in p
+        "ty_pt", "ty_vc", "ty_par",
+        # road: (first field, number of fields) of the road array in p (length 0: flat z=0)
+        "rd_fld",
     ],
 )
 

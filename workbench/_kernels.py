@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._tire import TY_NPAR, tire_force
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
                       PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP,
                       TF_STEPS)
@@ -374,6 +375,23 @@ def point_jacobian(ma, p, A, r, bcol, k, J):
 
 
 @njit(cache=True)
+def omega_jacobian(ma, bcol, b, J):
+    """3 x n Jacobian of the angular velocity of body ``b``: column ``j`` is the rotation
+    part of ``b_j`` for every joint on the path to the body."""
+    J[:, :] = 0.0
+    if b < 0:
+        return
+    f = ma.b_frame[b]
+    while f >= 0:
+        c = ma.fr_coord[f]
+        if c >= 0:
+            J[0, c] += bcol[f, 3]
+            J[1, c] += bcol[f, 4]
+            J[2, c] += bcol[f, 5]
+        f = ma.fr_parent[f]
+
+
+@njit(cache=True)
 def vector_jacobian(ma, A, bcol, k, J):
     J[:, :] = 0.0
     b = ma.vc_body[k]
@@ -619,9 +637,12 @@ def zero_length_spring(ma, p, A, r):
 @njit(cache=True)
 def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     """External loads: per body the resultant force ``fb`` and moment about the global
-    origin ``nb_``; joint spring-dampers as generalised forces ``Qj``.
+    origin ``nb_``; joint spring-dampers as generalised forces ``Qj``; tire-ground
+    contact forces (:func:`workbench._tire.tire_force`, applied at the contact point of
+    the wheel body; needs the frame velocities ``Z``).
 
-    Returns the potential energy of gravity and springs (used for energy checks).
+    Returns the potential energy of gravity and springs (used for energy checks; tires
+    make a model non-conservative and add nothing).
     """
     nbod = ma.b_frame.shape[0]
     fb[:, :] = 0.0
@@ -692,6 +713,17 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
             b = ma.af_idx[s]
             for i in range(3):
                 nb_[b, i] += f * d[i]
+    if ma.ty_pt.shape[0] > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        e = np.empty(3)
+        for s in range(ma.ty_pt.shape[0]):
+            k1 = ma.ty_pt[s]
+            b = ma.pt_body[k1]
+            point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+            vector_global(ma, A, ma.ty_vc[s], e)
+            o = ma.ty_par[s]
+            tire_force(x1, v1, e, Z[ma.b_frame[b], 3:6], p[o:o + TY_NPAR], road, Fv, x2)
+            _add_point_force(ma, fb, nb_, b, x2, Fv)
     return V
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as K
+from . import _tire as TY
 
 # status codes returned by the kernels
 OK = 0
@@ -453,7 +454,15 @@ def mass_matrix(ma, p, ws, form, n, M):
 def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     """Stiffness and damping of the force elements with respect to ``z`` and ``zd``
     (tangent of the spring-damper forces through the point Jacobians; joint springs on
-    the diagonal).  Used for the Newton iteration matrix of the integrator."""
+    the diagonal; tires through the analytic Jacobian of the tire law, see below).  Used
+    for the Newton iteration matrix of the integrator and by the static-equilibrium
+    solver.
+
+    Tires: ``Q = J_m^T F`` with ``J_m`` the Jacobian of the wheel's material point at the
+    contact point; ``K -= J_m^T (dF/dc J_c + dF/da J_a)`` and ``C -= J_m^T (dF/dvc J_c +
+    dF/dw J_w)`` (``c``: wheel centre, ``a``: spin axis, ``w``: angular velocity).  The
+    convective terms ``dF/dvc dvc/dz``, ``dF/dw dw/dz`` and the change of ``J_m`` are
+    omitted (like the geometric stiffness of the other elements)."""
     A, r, u, bcol, Z, Zd = ws[:6]
     Kd[:, :] = 0.0
     Cd[:, :] = 0.0
@@ -499,6 +508,50 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         c_ = ma.js_coord[s]
         Kd[c_, c_] += p[ma.js_k[s]]
         Cd[c_, c_] += p[ma.js_c[s]]
+    nty = ma.ty_pt.shape[0]
+    if nty > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        nX = TY.X_ROAD + road.shape[0]
+        JF = np.empty((3, nX))
+        JP = np.empty((3, nX))
+        Ft = np.empty(3)
+        Pt = np.empty(3)
+        Jw = np.empty((3, n))
+        Jm = np.empty((3, n))
+        dFz = np.empty((3, n))
+        dFzd = np.empty((3, n))
+        for s in range(nty):
+            k1 = ma.ty_pt[s]
+            b = ma.pt_body[k1]
+            f = ma.b_frame[b]
+            K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+            K.vector_global(ma, A, ma.ty_vc[s], e)
+            o = ma.ty_par[s]
+            delta, N = TY.tire_force_jacobian(x1, v1, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road,
+                                             Ft, Pt, JF, JP)
+            if not delta > 0.0:
+                continue
+            K.point_jacobian(ma, p, A, r, bcol, k1, J1)
+            K.vector_jacobian(ma, A, bcol, ma.ty_vc[s], J2)
+            K.omega_jacobian(ma, bcol, b, Jw)
+            d0 = Pt[0] - x1[0]
+            d1 = Pt[1] - x1[1]
+            d2 = Pt[2] - x1[2]
+            for c in range(n):
+                # material point at P: v = vc + w x (P - c)
+                Jm[0, c] = J1[0, c] + Jw[1, c] * d2 - Jw[2, c] * d1
+                Jm[1, c] = J1[1, c] + Jw[2, c] * d0 - Jw[0, c] * d2
+                Jm[2, c] = J1[2, c] + Jw[0, c] * d1 - Jw[1, c] * d0
+                for i in range(3):
+                    sz = 0.0
+                    szd = 0.0
+                    for j in range(3):
+                        sz += JF[i, TY.X_C + j] * J1[j, c] + JF[i, TY.X_A + j] * J2[j, c]
+                        szd += JF[i, TY.X_VC + j] * J1[j, c] + JF[i, TY.X_W + j] * Jw[j, c]
+                    dFz[i, c] = sz
+                    dFzd[i, c] = szd
+            Kd -= Jm.T @ dFz
+            Cd -= Jm.T @ dFzd
 
 
 # ----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from numba import njit
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
                       PRISMATIC, REVOLUTE)
 from . import _kernels as K
+from . import _tire as TY
 
 
 @njit(cache=True, inline="always")
@@ -575,6 +576,52 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                 for i in range(3):
                     F[i] = f * dvec[i]
                 _cxadd(dx1, F, dnb[b], 1.0)
+    if ma.ty_pt.shape[0] > 0:
+        tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb)
+
+
+@njit(cache=True)
+def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
+    """Tangent of the tire-ground wrenches of :func:`_kernels.applied_forces` (added to
+    ``dfb``, ``dnb``).
+
+    Chain rule through the contact law: the tangents of the wheel-centre position and
+    velocity (:func:`point_kinematics_t`), of the global spin axis (``de = th x e``,
+    :func:`vector_kinematics_t`), of the wheel's angular velocity (``dZ[f, 3:6]``) and of
+    the tire and road fields (``dp``) are pushed through
+    :func:`workbench._tire.tire_force_dir`; the force ``F`` acts at the moving contact
+    point ``P``, so the moment tangent is ``dP x F + P x dF``.
+    """
+    road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+    droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+    c = np.empty(3)
+    vc = np.empty(3)
+    ac = np.empty(3)
+    dc = np.empty(3)
+    dvc = np.empty(3)
+    dac = np.empty(3)
+    e = np.empty(3)
+    ed = np.empty(3)
+    edd = np.empty(3)
+    de = np.empty(3)
+    ded = np.empty(3)
+    dedd = np.empty(3)
+    F = np.empty(3)
+    P = np.empty(3)
+    dF = np.empty(3)
+    dP = np.empty(3)
+    for s in range(ma.ty_pt.shape[0]):
+        k1 = ma.ty_pt[s]
+        b = ma.pt_body[k1]
+        f = ma.b_frame[b]
+        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, c, vc, ac, dc, dvc,
+                           dac)
+        vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], e, ed, edd, de, ded,
+                            dedd)
+        o = ma.ty_par[s]
+        TY.tire_force_dir(c, vc, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road, dc, dvc, de,
+                          dZ[f, 3:6], dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        _add_point_force_t(dfb, dnb, b, P, F, dP, dF)
 
 
 # ----------------------------------------------------------------------------------------

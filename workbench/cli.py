@@ -7,6 +7,9 @@ Commands
 ``workbench simulate MODEL``
     Simulate a shipped model (by name) or a model file (``.toml``/``.json``) and write
     ``history.csv``, ``plot.png`` and ``summary.json``.
+``workbench equilibrium MODEL``
+    Static equilibrium of a model: residual, iterations, degrees of freedom (``--out``
+    writes JSON).
 ``workbench reproduce``
     The main job: simulate every shipped model on its default settings and write an
     index ``README.md`` of the results.
@@ -18,7 +21,7 @@ Adding a command
 ----------------
 Write ``_add_<name>(sub)`` that creates the sub-parser and sets ``func=_cmd_<name>``,
 then list it in :data:`_COMMANDS`.  ``_cmd_<name>(args)`` returns the exit status.
-Planned: ``sensitivity``, ``bench``, ``study``, ``report``, ``equilibrium``.
+Planned: ``bench``, ``study``, ``report``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ DEFAULT_T_END = 1.0
 DEFAULT_DT = 1e-3
 #: ``--quick`` end time of ``workbench reproduce``.
 QUICK_T_END = 1.0
+#: ``--quick`` end times of the buggy reports: the double lane change until shortly after
+#: the first steering input (starts at 1.86 s), the step descent until the front wheels
+#: have just left the step (2.0 s)
+QUICK_BUGGY_T_END = {"buggy-dlc": 2.4, "buggy-step": 2.25}
 
 #: The main job: (model name, catalog options, t_end, dt); ``None`` = the model's default.
 REPRODUCE_RUNS = (
@@ -47,6 +54,10 @@ REPRODUCE_RUNS = (
     ("slider-crank", {}, None, None),
     ("five-bar", {}, None, None),
 )
+#: buggy reports included in ``workbench reproduce all``: the double lane change (~1.5 min);
+#: the step descent (4500 steps of 1 ms, step-size study down to 0.25 ms: ~12 min, the
+#: exact step Jacobians cost ~30 simulation steps each) only by name
+REPRODUCE_ALL_BUGGY = ("buggy-dlc",)
 #: ``workbench reproduce`` writes the history every this many seconds (at most).
 REPRODUCE_HISTORY_INTERVAL = 0.01
 
@@ -105,7 +116,8 @@ def _is_model_file(spec: str) -> bool:
         os.altsep is not None and os.altsep in spec) or Path(spec).is_file()
 
 
-def load_model(spec: str, options: dict | None = None, parameters: dict | None = None):
+def load_model(spec: str, options: dict | None = None, parameters: dict | None = None,
+               prepare: bool = True):
     """The :class:`~workbench.model.Model` named ``spec`` (shipped) or stored in the file
     ``spec``.
 
@@ -113,6 +125,8 @@ def load_model(spec: str, options: dict | None = None, parameters: dict | None =
     ``parameters`` are parameter values only (checked to be parameters of the model).
     Both are applied when the model is built, so that load-time fields that refer to a
     parameter (e.g. gravity) follow the new value; values are in the parameter's unit.
+    With ``prepare`` a model whose ``meta.initial_state`` is ``"equilibrium"`` (the buggy
+    maneuvers) starts from its static equilibrium (:func:`workbench.vehicle.prepare`).
     """
     options = dict(options or {})
     parameters = dict(parameters or {})
@@ -133,6 +147,10 @@ def load_model(spec: str, options: dict | None = None, parameters: dict | None =
         if name not in model.parameters:
             from .errors import UnknownNameError
             raise UnknownNameError("parameter", name, model.parameters)
+    if prepare and str(model.meta.get("initial_state", "")).startswith("equilibrium") \
+            and model.meta.get("initial_state") != "equilibrium (applied)":
+        from .vehicle import prepare as _prepare
+        model = _prepare(model)
     return model
 
 
@@ -479,6 +497,54 @@ def _cmd_sensitivity(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------
+# workbench equilibrium
+# ----------------------------------------------------------------------------------------
+
+
+def _add_equilibrium(sub):
+    p = sub.add_parser(
+        "equilibrium", help="static equilibrium of a model (prints the residual)",
+        description="Solve the static equilibrium Qbar(z^i) = R^T Q(z, 0) = 0 of a shipped "
+                    "model or a model file by Newton's method with the exact stiffness "
+                    "(workbench.statics), starting from the model's initial coordinates; "
+                    "print the residual max |Qbar|, the iterations and the degrees of "
+                    "freedom; with --out write them (and every coordinate) as JSON.")
+    p.add_argument("model", metavar="MODEL",
+                   help="shipped model name (see `workbench models`) or a .toml/.json file")
+    p.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a model parameter (repeatable)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option of a shipped model (repeatable)")
+    p.add_argument("--tol", type=float, default=None,
+                   help="tolerance on max |Qbar| (default 1e-10 x total weight)")
+    p.add_argument("--out", default=None, metavar="FILE.json", help="write the result")
+    _add_common_sim_args(p)
+    p.set_defaults(func=_cmd_equilibrium)
+
+
+def _cmd_equilibrium(args) -> int:
+    from .statics import equilibrium
+    model = load_model(args.model, _parse_pairs(args.option, "--option", False),
+                       _parse_pairs(args.set_, "--set", True), prepare=False)
+    t0 = time.perf_counter()
+    eq = equilibrium(model, formulation=args.formulation, tol=args.tol)
+    wall = time.perf_counter() - t0
+    print(f"model {eq.model!r}: static equilibrium, residual max |Qbar| = {eq.residual:.3e} "
+          f"(tolerance {eq.tolerance:.3e}) after {eq.iterations} Newton iterations, "
+          f"{wall:.2f} s")
+    for nm, v in zip(eq.dof_names, eq.zi):
+        print(f"  {nm:<24s} {v: .9g}")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = _json_safe({**eq.summary(), "formulation": args.formulation,
+                           "wall_time_s": wall})
+        out.write_text(json.dumps(data, indent=2) + "\n")
+        print(f"wrote {out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------
 # workbench reproduce (the main job)
 # ----------------------------------------------------------------------------------------
 
@@ -490,9 +556,14 @@ def _add_reproduce(sub):
                     "N=40, 20 s, dt 1e-3) and write DIR/simulate/<model>/ for each model and "
                     "an index DIR/README.md; then the five-bar gradient report "
                     "DIR/five-bar/ (gradients.csv, timings.json, report.md, figure).  "
-                    "'workbench reproduce five-bar' runs only the gradient report, "
-                    "'workbench reproduce simulate' only the simulations.")
-    p.add_argument("target", nargs="?", default="all", choices=("all", "simulate", "five-bar"),
+                    "then the double-lane-change gradient report DIR/buggy-dlc/ "
+                    "(reconstruction; gradients.csv, timings.json, report.md, figures, "
+                    "step-size study); 'workbench reproduce buggy-step' writes the "
+                    "step-descent report DIR/buggy-step/ (about 12 minutes).  "
+                    "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
+                    "gradient report, 'workbench reproduce simulate' only the simulations.")
+    p.add_argument("target", nargs="?", default="all",
+                   choices=("all", "simulate", "five-bar", "buggy-step", "buggy-dlc"),
                    help="what to reproduce (default: all)")
     p.add_argument("--out", default="reports", metavar="DIR",
                    help="output directory (default: reports)")
@@ -520,6 +591,18 @@ def _cmd_reproduce(args) -> int:
         print(f"wrote {out / 'five-bar'}/ (gradients.csv, timings.json, report.md); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s")
+    for name in ("buggy-step", "buggy-dlc"):
+        if args.target != name and not (args.target == "all" and name in REPRODUCE_ALL_BUGGY):
+            continue
+        from .buggy_reports import buggy
+        print(f"[{name}] (reconstruction) gradients of psi: direct, adjoint (discrete and "
+              "continuous), central differences, step-size study ...", flush=True)
+        t_end = QUICK_BUGGY_T_END[name] if args.quick else None
+        tm = buggy(name, out / name, formulation=args.formulation, t_end=t_end)
+        print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
+              f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
+              f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s, real-time factor "
+              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}")
     return 0
 
 
@@ -699,8 +782,8 @@ def _cmd_report(args) -> int:
     return 0
 
 
-_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_reproduce, _add_bench,
-             _add_study, _add_report)
+_COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_equilibrium, _add_reproduce,
+             _add_bench, _add_study, _add_report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -252,8 +252,8 @@ class CompiledModel:
     zi0, zdi0 : ndarray
         Initial values of the degrees of freedom and of their rates.
     conservative : bool
-        True when there is no damping, no applied load and no drive, so the mechanical
-        energy must be conserved.
+        True when there is no damping, no applied load, no drive and no tire, so the
+        mechanical energy must be conserved.
     """
 
     model: Model
@@ -509,6 +509,40 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         af_dir.append(np.asarray(ld.direction, dtype=float))
         af_tf.append(B.time_function(ld.function))
 
+    # ---- tire-ground contacts and road (the fields of each are consecutive in p)
+    from ._tire import TY_NPAR
+    ty_pt, ty_vc, ty_par = [], [], []
+    tire_dims = ("length", "stiffness", "damping", "dimensionless", "velocity", "length",
+                 "force")
+    tire_keys = ("radius", "k", "c", "mu", "v_eps", "depth_ramp", "force_ramp")
+    for ty in model.tires.values():
+        w = f"tire {ty.name}"
+        if ty.body == GROUND:
+            raise ModelError(f"{w}: the wheel cannot be the ground")
+        ty_pt.append(B.point(ty.body, ty.center, w + " center"))
+        ty_vc.append(B.vector(ty.body, ty.axis, w + " axis"))
+        lins = [B.lin(getattr(ty, key), dim, f"{w} {key}")
+                for key, dim in zip(tire_keys, tire_dims)]
+        first = B.add_field(lins[0], f"{w} radius")
+        for key, lv in zip(tire_keys[1:], lins[1:]):
+            B.add_field(lv, f"{w} {key}")
+        ty_par.append(first)
+        conservative = False
+    assert len(tire_keys) == TY_NPAR
+    rd_fld = [0, 0]
+    if model.road_spec is not None:
+        rs = model.road_spec
+        lins = [B.lin(rs.z0, "length", "road z0")]
+        for i, st in enumerate(rs.steps):
+            for key in ("x", "height", "length"):
+                lins.append(B.lin(st[key], "length", f"road step #{i + 1} {key}"))
+        first = len(B.const)
+        B.add_field(lins[0], "road z0")
+        for i in range(len(rs.steps)):
+            for j, key in enumerate(("x", "height", "length")):
+                B.add_field(lins[1 + 3 * i + j], f"road step #{i + 1} {key}")
+        rd_fld = [first, len(lins)]
+
     # ---- parameter binding
     nfield = len(B.const)
     pnames = list(model.parameters)
@@ -525,6 +559,20 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
     for bi, bname in enumerate(bodies):
         if p[b_mass[bi]] < 0:
             raise ModelError(f"body {bname!r}: negative mass {p[b_mass[bi]]}")
+    for ti, ty in enumerate(model.tires.values()):
+        vals = dict(zip(tire_keys, p[ty_par[ti]:ty_par[ti] + TY_NPAR]))
+        for key in ("radius", "v_eps", "depth_ramp", "force_ramp"):
+            if not vals[key] > 0:
+                raise ModelError(f"tire {ty.name!r}: {key} must be positive, got {vals[key]}")
+        for key in ("k", "c", "mu"):
+            if vals[key] < 0:
+                raise ModelError(f"tire {ty.name!r}: {key} must not be negative, "
+                                 f"got {vals[key]}")
+    if model.road_spec is not None:
+        for i in range(len(model.road_spec.steps)):
+            L = p[rd_fld[0] + 3 + 3 * i]
+            if not L > 0:
+                raise ModelError(f"road step #{i + 1}: length must be positive, got {L}")
 
     ntf = len(B.tfs)
     tf_len = max([len(tf.params) for tf in B.tfs] + [1])
@@ -557,6 +605,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         js_coord=i64(js_coord), js_k=i64(js_k), js_c=i64(js_c), js_z0=i64(js_z0),
         af_type=i64(af_type), af_idx=i64(af_idx), af_dir=f64(af_dir, (0, 3)),
         af_tf=i64(af_tf), tf_kind=tf_kind, tf_par=tf_par,
+        ty_pt=i64(ty_pt), ty_vc=i64(ty_vc), ty_par=i64(ty_par), rd_fld=i64(rd_fld),
     )
     point_index = {f"{b}.{pn}": k for (b, pn), k in B.points.items()}
     z_guess = np.asarray(z_guess, dtype=float)

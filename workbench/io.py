@@ -43,6 +43,12 @@ file; references to unknown bodies, points, joints or parameters raise
 ``[[joint_springs]]``  -> ``Model.joint_spring(...)``: ``name, joint, k, c, q0, index``.
 ``[[forces]]``  -> ``Model.force(...)``: ``name, body, point, direction, function``.
 ``[[torques]]``  -> ``Model.torque(...)``: ``name, body, direction, function``.
+``[[tires]]``  -> ``Model.tire(...)``: ``name, body, center`` (point name or coordinates),
+    ``axis`` (vector name of the body or three components), ``radius, k`` and optional
+    ``c, mu, v_eps, depth_ramp, force_ramp, provenance`` (all parametric).
+``[road]``  -> ``Model.road(...)``: ``z0`` (default 0), ``steps = [{x = .., height = ..,
+    length = ..}, ...]`` (parametric; quintic steps centred at ``x``), ``provenance``.
+    Without it the road is flat, ``z = 0``.
 ``[objectives.NAME]``  -> ``Model.objectives[NAME]`` (free-form tables, stored as given).
 ``[generator]``
     ``kind`` plus the options of a registered generator (:data:`GENERATORS`) that expands
@@ -66,11 +72,22 @@ vector and are differentiable with respect to the parameters.  Each may be
 
 *Load-time* fields are plain numbers in the builder (``gravity``, joint ``axis``/``axis2``/
 ``orientation``/``q0``/``qd0``, cut axes, load directions, time-function constants, ``dof``
-``velocity``/``value``).  They accept the same forms; a parameter reference is replaced by
+``velocity``/``value``).  They accept the same forms, and also ``{param = "v0", divide_by =
+"R", scale = ...}`` (= scale * v0 / R, e.g. the spin rate of a wheel rolling at the speed
+``v0``; the dimension of the quotient is not checked); a parameter reference is replaced by
 the parameter's SI value when the file is loaded (so it carries the parameter's provenance,
 but a later compile-time override of that parameter does not change it; override it in
 :func:`load_model` / :func:`workbench.catalog.load` instead).  :func:`model_to_dict` writes
 load-time fields as numbers.
+
+Derived files
+-------------
+A top-level ``base = "other.toml"`` (a file in the same folder) makes the file a
+variant of ``other.toml`` (e.g. a maneuver of one vehicle: ``buggy-dlc.toml`` on
+``buggy-step.toml``): ``[model]`` and ``[model.meta]`` keys, ``[parameters.X]`` and
+``[objectives.X]`` entries and list entries with the same ``name`` (``[[drives]]``, ...)
+replace the base's, new ones are added, ``[road]``/``[ground]`` replace the base's
+(:func:`_with_base`).
 """
 
 from __future__ import annotations
@@ -109,8 +126,16 @@ _LIST_SECTIONS = {
     "joint_springs": ({"name", "joint", "k"}, {"c", "q0", "index"}),
     "forces": ({"name", "body", "point", "direction", "function"}, set()),
     "torques": ({"name", "body", "direction", "function"}, set()),
+    "tires": ({"name", "body", "center", "axis", "radius", "k"},
+              {"c", "mu", "v_eps", "depth_ramp", "force_ramp", "provenance"}),
 }
-_SECTIONS = {"model", "parameters", "ground", "generator", "objectives"} | set(_LIST_SECTIONS)
+_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road"}
+             | set(_LIST_SECTIONS))
+_ROAD_KEYS = {"z0", "steps", "provenance"}
+#: tire fields and their dimensions (see Model.tire)
+_TIRE_FIELDS = (("radius", "length"), ("k", "stiffness"), ("c", "damping"),
+                ("mu", "dimensionless"), ("v_eps", "velocity"), ("depth_ramp", "length"),
+                ("force_ramp", "force"))
 
 _ACCEL = {"acceleration"}
 _COORD = {"length", "angle", "dimensionless"}
@@ -237,19 +262,24 @@ def _static(ctx: _Ctx, v, dims: set | None, where: str) -> float:
     """A number now: parameter references are replaced by the parameter's SI value."""
     if _is_number(v):
         return _finite(ctx, v, where)
-    name, scale = None, 1.0
+    name, scale, divisor = None, 1.0, None
     if isinstance(v, str):
         name = v
     elif isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str) \
             and _is_number(v[1]):
         name, scale = v[0], float(v[1])
     elif isinstance(v, dict) and "param" in v:
-        _check_keys(ctx, v, where, {"param"}, {"scale"})
+        _check_keys(ctx, v, where, {"param"}, {"scale", "divide_by"})
         name = _string(ctx, v["param"], where + ".param")
         scale = v.get("scale", 1.0)
         if not _is_number(scale):
             raise ctx.err(where, f"scale must be a number, got {scale!r}")
         scale = float(scale)
+        if "divide_by" in v:
+            dname = _string(ctx, v["divide_by"], where + ".divide_by")
+            divisor = ctx.param(dname, where).si_value
+            if divisor == 0.0:
+                raise ctx.err(where, f"divide_by parameter {dname!r} is zero")
     elif isinstance(v, dict) and "value" in v:
         _check_keys(ctx, v, where, {"value"}, {"unit"})
         unit = v.get("unit")
@@ -273,6 +303,8 @@ def _static(ctx: _Ctx, v, dims: set | None, where: str) -> float:
         if dim not in dims:
             raise UnitError(f"{ctx.source}: {where}: parameter {name!r} has unit {prm.unit!r} "
                             f"({dim}), expected {' or '.join(sorted(dims))}")
+    if divisor is not None:
+        return scale * prm.si_value / divisor
     return scale * prm.si_value
 
 
@@ -471,7 +503,67 @@ def load_model(path, **options) -> Model:
         raise ModelError(f"{source}: malformed TOML: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ModelError(f"{source}: malformed JSON: {exc}") from None
+    if isinstance(data, dict) and "base" in data:
+        data = _with_base(data, path, source)
     return model_from_dict(data, source=source, default_name=path.stem, **options)
+
+
+#: sections of a derived model file that are merged entry by entry with the base file
+_MERGED_TABLES = ("parameters", "objectives")
+
+
+def _with_base(data: dict, path: Path, source: str) -> dict:
+    """Merge a derived model document (top-level key ``base = "other.toml"``, a file
+    next to it) onto its base: ``[model]`` keys and ``[model.meta]`` keys override,
+    ``[parameters.X]`` / ``[objectives.X]`` tables replace or add entries by name, list
+    sections (``[[drives]]``, ...) replace or add entries by ``name``, ``[road]`` and
+    ``[ground]`` replace the base's.  Used for maneuvers of one vehicle (the vehicle's
+    data stay in one file)."""
+    base_name = data["base"]
+    if not isinstance(base_name, str):
+        raise ModelError(f"{source}: base must be a file name, got {base_name!r}")
+    base_path = path.parent / base_name
+    if base_path.resolve() == path.resolve():
+        raise ModelError(f"{source}: base refers to the file itself")
+    try:
+        text = base_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"{source}: cannot read the base model file {base_name!r}: "
+                         f"{exc}") from None
+    try:
+        base = (tomllib.loads(text) if base_path.suffix.lower() == ".toml"
+                else json.loads(text))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{base_path}: malformed base model file: {exc}") from None
+    if "base" in base:
+        base = _with_base(base, base_path, str(base_path))
+    out = dict(base)
+    for key, val in data.items():
+        if key == "base":
+            continue
+        if key == "model" and isinstance(val, dict):
+            head = dict(base.get("model", {}))
+            for k, v in val.items():
+                if k == "meta" and isinstance(v, dict):
+                    head["meta"] = {**head.get("meta", {}), **v}
+                else:
+                    head[k] = v
+            out["model"] = head
+        elif key in _MERGED_TABLES and isinstance(val, dict):
+            out[key] = {**base.get(key, {}), **val}
+        elif key in _LIST_SECTIONS and isinstance(val, list):
+            entries = list(base.get(key, []))
+            index = {e.get("name"): i for i, e in enumerate(entries) if isinstance(e, dict)}
+            for e in val:
+                nm = e.get("name") if isinstance(e, dict) else None
+                if nm in index:
+                    entries[index[nm]] = e
+                else:
+                    entries.append(e)
+            out[key] = entries
+        else:
+            out[key] = val
+    return out
 
 
 def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "model",
@@ -681,6 +773,37 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
                _static_list(ctx, t["direction"], None, where + " direction", 3),
                _function(ctx, t["function"], where + " function"))
 
+    for i, t in enumerate(_entries(ctx, data, "tires")):
+        where = _where("tires", i, t)
+        body = _body_name(ctx, t["body"], where + " body")
+        axis = t["axis"]
+        if isinstance(axis, str):
+            vecs = ctx.model.bodies[body].vectors
+            if axis not in vecs:
+                raise _unknown(ctx, f"vector on body {body!r}", axis, vecs, where + " axis")
+        else:
+            axis = _static_list(ctx, axis, None, where + " axis", 3)
+        kw = {key: _field(ctx, t[key], dim, f"{where} {key}")
+              for key, dim in _TIRE_FIELDS if key in t}
+        _guard(ctx, where, model.tire, _string(ctx, t["name"], where + " name"), body,
+               _point(ctx, body, t["center"], where + " center"), axis,
+               provenance=_string(ctx, t.get("provenance", ""), where + " provenance"), **kw)
+
+    if "road" in data:
+        rd = data["road"]
+        _check_keys(ctx, rd, "[road]", set(), _ROAD_KEYS)
+        steps_raw = rd.get("steps", [])
+        if not isinstance(steps_raw, list):
+            raise ctx.err("[road] steps", "expected a list of tables {x, height, length}")
+        steps = []
+        for i, st in enumerate(steps_raw):
+            w = f"[road] steps[{i}]"
+            _check_keys(ctx, st, w, {"x", "height", "length"}, set())
+            steps.append({key: _field(ctx, st[key], "length", f"{w} {key}")
+                          for key in ("x", "height", "length")})
+        _guard(ctx, "[road]", model.road, _field(ctx, rd.get("z0", 0.0), "length", "[road] z0"),
+               steps, provenance=_string(ctx, rd.get("provenance", ""), "[road] provenance"))
+
     # ---- degrees of freedom, objectives, metadata
     if "dof" in head:
         model.dof(*_dof(ctx, head["dof"]))
@@ -880,6 +1003,17 @@ def model_to_dict(model: Model) -> dict:
         {"name": t.name, "body": t.body, "direction": _out(t.direction),
          "function": _out(t.function.to_spec())}
         for t in model.loads.values() if t.kind == "torque"]
+    doc["tires"] = [
+        _drop_empty({"name": t.name, "body": t.body, "center": _out(t.center),
+                     "axis": _out(t.axis), "radius": _out(t.radius), "k": _out(t.k),
+                     "c": _out(t.c), "mu": _out(t.mu), "v_eps": _out(t.v_eps),
+                     "depth_ramp": _out(t.depth_ramp), "force_ramp": _out(t.force_ramp),
+                     "provenance": t.provenance})
+        for t in model.tires.values()]
+    if model.road_spec is not None:
+        doc["road"] = {"z0": _out(model.road_spec.z0), "steps": _out(model.road_spec.steps)}
+        if model.road_spec.provenance:
+            doc["road"]["provenance"] = model.road_spec.provenance
     if model.objectives:
         doc["objectives"] = _out(model.objectives)
     return {k: v for k, v in doc.items() if v != []}

@@ -254,6 +254,34 @@ class JointSpring:
 
 
 @dataclass
+class Tire:
+    """Tire-ground contact of a wheel body (force law: :mod:`workbench._tire`)."""
+
+    name: str
+    body: str
+    center: Any
+    axis: Any
+    radius: Any
+    k: Any
+    c: Any
+    mu: Any
+    v_eps: Any
+    depth_ramp: Any
+    force_ramp: Any
+    provenance: str = ""
+
+
+@dataclass
+class Road:
+    """Road surface ``z = h(x)``: base height ``z0`` plus quintic (C2) steps, each a dict
+    ``{"x": centre, "height": signed height change, "length": transition length}``."""
+
+    z0: Any = 0.0
+    steps: list = field(default_factory=list)
+    provenance: str = ""
+
+
+@dataclass
 class Load:
     name: str
     kind: str  # "force" or "torque"
@@ -324,6 +352,8 @@ class Model:
         self.springs: dict[str, Spring] = {}
         self.joint_springs: dict[str, JointSpring] = {}
         self.loads: dict[str, Load] = {}
+        self.tires: dict[str, Tire] = {}
+        self.road_spec: Road | None = None
         self.dof_spec: list | None = None
         self.objectives: dict[str, dict] = {}
         self.meta: dict[str, Any] = {}
@@ -331,7 +361,7 @@ class Model:
     # -- names --------------------------------------------------------------------------
     def _new_name(self, name: str, kind: str):
         for table in (self.joints, self.cuts, self.distances, self.drives, self.springs,
-                      self.joint_springs, self.loads):
+                      self.joint_springs, self.loads, self.tires):
             if name in table:
                 raise ModelError(f"{kind} name {name!r} is already used in model {self.name!r}")
 
@@ -515,6 +545,65 @@ class Model:
         self.loads[name] = Load(name, "torque", body, None, list(_as_vec3(direction, name)),
                                 TimeFunction.from_spec(function))
         return name
+
+    def tire(self, name: str, body: str, center, axis, radius, k, c=0.0, mu=0.8,
+             v_eps=0.1, depth_ramp=1e-3, force_ramp=10.0, provenance: str = "") -> str:
+        """Tire-ground contact of the wheel ``body``: a rigid disc of ``radius`` centred at
+        the point ``center`` (name or body-frame coordinates) with the spin axis ``axis``
+        (vector name or body-frame components) against the road (:meth:`road`).
+
+        Normal force ``k delta + c delta_dot`` (penetration ``delta`` of the disc's lowest
+        point below the road), switched on smoothly over ``depth_ramp`` (m) and kept
+        non-negative by a C1 ramp over ``force_ramp`` (N); tangential force
+        ``-mu N v_t / sqrt(|v_t|^2 + v_eps^2)`` from the slip velocity ``v_t`` of the
+        contact point (regularised Coulomb).  The law and its analytic Jacobian are in
+        :mod:`workbench._tire`.  Every numeric argument may be bound to a parameter.
+        """
+        self._new_name(name, "tire")
+        self._body(body)
+        if body == GROUND:
+            raise ModelError(f"tire {name!r}: the wheel cannot be the ground")
+        if isinstance(center, str):
+            if center not in self.bodies[body].points:
+                raise UnknownNameError(f"point on body {body!r}", center,
+                                       self.bodies[body].points)
+        else:
+            center = _as_vec3(center, f"tire {name} center")
+        if isinstance(axis, str):
+            if axis not in self.bodies[body].vectors:
+                raise UnknownNameError(f"vector on body {body!r}", axis,
+                                       self.bodies[body].vectors)
+        else:
+            axis = list(_unit(axis, f"tire {name} axis"))
+        self.tires[name] = Tire(name, body, center, axis, radius, k, c, mu, v_eps, depth_ramp,
+                                force_ramp, provenance)
+        return name
+
+    def road(self, z0=0.0, steps=(), provenance: str = "") -> None:
+        """Road surface for the tires: ``z = z0 + sum_i height_i s((x - x_i)/length_i + 1/2)``
+        with the quintic step ``s`` (C2; :mod:`workbench._tire`).  ``steps`` is a list of
+        ``{"x": centre, "height": signed change (negative = step down), "length": transition
+        length}`` (or 3-tuples in that order).  Without a call the road is flat, ``z = 0``.
+        """
+        if self.road_spec is not None:
+            raise ModelError(f"model {self.name!r}: the road is declared twice")
+        out = []
+        for i, st in enumerate(steps):
+            if isinstance(st, dict):
+                unknown = set(st) - {"x", "height", "length"}
+                missing = {"x", "height", "length"} - set(st)
+                if unknown or missing:
+                    raise ModelError(f"road step #{i + 1}: needs keys x, height, length"
+                                     + (f"; unknown: {sorted(unknown)}" if unknown else "")
+                                     + (f"; missing: {sorted(missing)}" if missing else ""))
+                out.append({"x": st["x"], "height": st["height"], "length": st["length"]})
+            else:
+                vals = list(st)
+                if len(vals) != 3:
+                    raise ModelError(f"road step #{i + 1}: expected (x, height, length), "
+                                     f"got {st!r}")
+                out.append({"x": vals[0], "height": vals[1], "length": vals[2]})
+        self.road_spec = Road(z0, out, provenance)
 
     # -- degrees of freedom ------------------------------------------------------------
     def dof(self, *specs) -> None:
