@@ -19,8 +19,10 @@ from . import _matrixr as MR
 from .errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFiniteError,
                      SingularConfigurationError, UnknownNameError)
 
-FORMULATIONS = {"sr-com": MR.FORM_COM, "sr-origin": MR.FORM_ORIGIN}
+FORM_GLOBAL = 2  # global formulation in natural coordinates (workbench.natural)
+FORMULATIONS = {"sr-com": MR.FORM_COM, "sr-origin": MR.FORM_ORIGIN, "global": FORM_GLOBAL}
 FORMULATION_LABEL = {
+    "global": "global Matrix-R formulation in natural coordinates (points and unit vectors)",
     "sr-com": "semi-recursive, centre-of-mass reference points (SR-I, RTdyn0)",
     "sr-origin": "semi-recursive, global-origin reference point (SR-II, RTdyn1)",
 }

@@ -168,14 +168,24 @@ def _param_terms(co, names, values, T):
     return psi, grad
 
 
+def _sweeps(cm, sim, co):
+    """The sweep kernels of the simulation's formulation (semi-recursive or global)."""
+    if sim.formulation == "global":
+        from . import natural
+        natural.check_measures(co)
+        return natural.sweeps(cm, sim)
+    return S.direct_sweep, S.adjoint_sweep, S.measure_history
+
+
 def objective_values(sim, co) -> np.ndarray:
     """``psi`` of a simulation result (trapezoidal quadrature on the output grid)."""
     cm = sim.compiled
     ma = cm.arrays
     N = len(sim.t)
     MV = np.zeros((N, co.n_measures))
-    st, k = S.measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
-                              sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
+    measure_history = _sweeps(cm, sim, co)[2]
+    st, k = measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
+                            sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
     raise_for_status(cm, st, float(sim.t[min(k, N - 1)]), 0.0, -1,
                      f"model {cm.name!r}, objective evaluation")
     g, _ = co.integrand_partials(MV)
@@ -200,7 +210,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     method : {"direct", "adjoint", "fd"}
     variant : {"discrete", "continuous"}
         See the module documentation.
-    formulation : {"sr-com", "sr-origin"}
+    formulation : {"sr-com", "sr-origin", "global"}
+        ``"global"``: the global formulation in natural coordinates (:mod:`workbench.natural`,
+        step Jacobians :mod:`workbench._global_sens`).
     t_end, dt : float, optional
         Default: the model's ``t_end`` and ``dt`` (``[model.meta]``).
     fd_step : float
@@ -236,12 +248,13 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     W = _weights(N, dt)
     SZ0, SV0 = _initial_sensitivities(cm, Gm)
     args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, co.ms_type, co.ms_a, co.ms_c)
+    direct_sweep, adjoint_sweep, measure_history = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
         MV = np.zeros((N, nm))
         DM = np.zeros((N, nm, npar))
         SA = np.zeros((N, cm.d, npar))
-        st, k = S.direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
+        st, k = direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
         _raise(cm, st, sim, k)
         g, GM = co.integrand_partials(MV)
         # total derivative of each measure (relative terms: minus its initial derivative)
@@ -252,13 +265,13 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         grad = running[-1].copy()
     else:
         MV = np.zeros((N, nm))
-        st, k = S.measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
+        st, k = measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
         _raise(cm, st, sim, k)
         g, GM = co.integrand_partials(MV)
         C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
         GRAD = np.zeros((npar, no))
         RUN = np.zeros((N, npar, no))
-        st, k = S.adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
+        st, k = adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
                                 SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN)
         _raise(cm, st, sim, k)
         grad = GRAD.T.copy()
