@@ -417,3 +417,38 @@ def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_typ
                     GRAD += dm0.T @ gc
         RUN[nstep] = GRAD
     return MR.OK, 0
+
+
+@njit(cache=True)
+def evaluate_g(ga, ma, p, t, zi, zdi, a, q, aref, ms_type, ms_a, ms_c, pos_tol, pos_maxit):
+    """Step residual ``r = R^T (M qdd - Q)`` and measures at ``(t, z^i, zd^i, zdd^i = a)``
+    (position problem solved from the guess ``q``): the discrete function whose exact
+    derivatives :func:`step_jacobians_g` returns (used by the tests).  Returns
+    (status, r, measures)."""
+    N = q.shape[0]
+    d = zi.shape[0]
+    ws = G.make_ws(ga)
+    qq = q.copy()
+    ar = aref.copy()
+    r = np.zeros(d)
+    mv = np.zeros(ms_type.shape[0])
+    st, it, err, bad = G.solve_position(ga, ma, p, t, zi, qq, ar, ws, pos_tol, pos_maxit,
+                                        False)
+    if st != MR.OK:
+        return st, r, mv
+    qd = np.zeros(N)
+    qdd = np.zeros(N)
+    R = np.zeros((N, d))
+    tau = np.zeros(N)
+    Q = np.zeros(N)
+    M = np.zeros((N, N))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    st = _state(ga, ma, p, t, zdi, a, qq, ar, ws, qd, qdd, R, tau, M, Q)
+    if st != MR.OK:
+        return st, r, mv
+    r[:] = R.T @ tau
+    zero = np.zeros(N)
+    dmv = np.zeros(ms_type.shape[0])
+    measures_g(ga, ma, p, t, qq, qd, qdd, zero, zero, zero, p, False, ar, ws[5], ms_type,
+               ms_a, ms_c, mv, dmv)
+    return MR.OK, r, mv
