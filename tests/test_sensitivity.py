@@ -287,6 +287,10 @@ def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
         scale = np.max(np.abs(grp.direct_sr))
         # 1e-6: central differences (relative step 1e-5, Newton tolerance 1e-13)
         assert np.max(np.abs(grp.fd - grp.direct_sr)) < 1e-6 * scale
+    # issue 6: the global formulation gives the same gradients (1e-6 relative, entry-wise;
+    # the same discrete equations, so round-off and Newton tolerance only)
+    for col in ("direct_global", "adjoint_global"):
+        assert np.max(np.abs(df[col] - df.direct_sr) / np.abs(df.direct_sr)) < 1e-6
     # the published column quotes seed 001 Table 1
     assert df.set_index(["objective", "parameter"]).loc[("psi3", "LA1"), "published"] == -2546.6
     timings = json.loads((tmp_path / "five-bar" / "timings.json").read_text())
@@ -294,6 +298,9 @@ def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
     report = (tmp_path / "five-bar" / "report.md").read_text()
     assert "RECONSTRUCTION" in report
     assert (tmp_path / "five-bar" / "fig2_running_gradient.png").stat().st_size > 1000
+    assert (tmp_path / "five-bar" / "fig4_cpu_sr_vs_global.png").stat().st_size > 1000
+    assert "semi-recursive saving" in report
+    assert {"simulation_global_s", "direct_global_s", "adjoint_global_s"} <= set(timings)
     out = tmp_path / "g.csv"
     assert main(["sensitivity", "five-bar", "--t-end", "0.1", "--method", "direct",
                  "--params", "Ls1,mA1", "--out", str(out)]) == 0

@@ -398,9 +398,11 @@ def _cmd_models(args) -> int:
 
 
 def _add_common_sim_args(p):
-    p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin"),
+    p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin", "global"),
                    help="sr-com: SR-I/RTdyn0, centre-of-mass reference points (default); "
-                        "sr-origin: SR-II/RTdyn1, global-origin reference point")
+                        "sr-origin: SR-II/RTdyn1, global-origin reference point; "
+                        "global: global Matrix-R formulation in natural coordinates (same "
+                        "independent coordinates)")
 
 
 def _add_simulate(sub):
@@ -590,7 +592,9 @@ def _cmd_reproduce(args) -> int:
         tm = five_bar(out / "five-bar", formulation=args.formulation, t_end=t_end)
         print(f"wrote {out / 'five-bar'}/ (gradients.csv, timings.json, report.md); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
-              f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s")
+              f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s; global: simulation "
+              f"{tm['simulation_global_s']:.2f} s, direct {tm['direct_global_s']:.2f} s, "
+              f"adjoint {tm['adjoint_global_s']:.2f} s")
     for name in ("buggy-step", "buggy-dlc"):
         if args.target != name and not (args.target == "all" and name in REPRODUCE_ALL_BUGGY):
             continue

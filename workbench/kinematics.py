@@ -19,8 +19,10 @@ from . import _matrixr as MR
 from .errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFiniteError,
                      SingularConfigurationError, UnknownNameError)
 
-FORMULATIONS = {"sr-com": MR.FORM_COM, "sr-origin": MR.FORM_ORIGIN}
+FORM_GLOBAL = 2  # global formulation in natural coordinates (workbench.natural)
+FORMULATIONS = {"sr-com": MR.FORM_COM, "sr-origin": MR.FORM_ORIGIN, "global": FORM_GLOBAL}
 FORMULATION_LABEL = {
+    "global": "global Matrix-R formulation in natural coordinates (points and unit vectors)",
     "sr-com": "semi-recursive, centre-of-mass reference points (SR-I, RTdyn0)",
     "sr-origin": "semi-recursive, global-origin reference point (SR-II, RTdyn1)",
 }
@@ -211,6 +213,9 @@ def state_terms(cm, t: float = 0.0, zi=None, zdi=None, z_guess=None,
     """Solve the position and velocity problems at ``(t, z^i, zd^i)`` and evaluate
     ``Mbar = R^T M R`` and ``Qbar`` with the chosen formulation."""
     form = formulation_code(formulation)
+    if form == FORM_GLOBAL:
+        raise ModelError("state_terms: the global formulation has its own state kernels "
+                         "(workbench._global); use formulation 'sr-com' or 'sr-origin'")
     zi = cm.zi0 if zi is None else np.asarray(zi, dtype=float)
     zdi = cm.zdi0 if zdi is None else np.asarray(zdi, dtype=float)
     z0 = cm.z_guess if z_guess is None else np.asarray(z_guess, dtype=float)

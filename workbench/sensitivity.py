@@ -220,14 +220,24 @@ def _param_terms(co, names, values, T):
     return psi, grad
 
 
+def _sweeps(cm, sim, co):
+    """The sweep kernels of the simulation's formulation (semi-recursive or global)."""
+    if sim.formulation == "global":
+        from . import natural
+        natural.check_measures(co)
+        return natural.sweeps(cm, sim)
+    return S.direct_sweep, S.adjoint_sweep, S.measure_history
+
+
 def objective_values(sim, co) -> np.ndarray:
     """``psi`` of a simulation result (trapezoidal quadrature on the output grid)."""
     cm = sim.compiled
     ma = cm.arrays
     N = len(sim.t)
     MV = np.zeros((N, co.n_measures))
-    st, k = S.measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
-                              sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
+    measure_history = _sweeps(cm, sim, co)[2]
+    st, k = measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
+                            sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
     raise_for_status(cm, st, float(sim.t[min(k, N - 1)]), 0.0, -1,
                      f"model {cm.name!r}, objective evaluation")
     g, _ = co.integrand_partials(MV)
@@ -253,7 +263,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     method : {"direct", "adjoint", "fd"}
     variant : {"discrete", "continuous"}
         See the module documentation.
-    formulation : {"sr-com", "sr-origin"}
+    formulation : {"sr-com", "sr-origin", "global"}
+        ``"global"``: the global formulation in natural coordinates (:mod:`workbench.natural`,
+        step Jacobians :mod:`workbench._global_sens`).
     t_end, dt : float, optional
         Default: the model's ``t_end`` and ``dt`` (``[model.meta]``).
     fd_step : float
@@ -284,7 +296,10 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     values = dict(zip(cm.param_names, cm.param_values))
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
-    if method == "adjoint" and simulation is None:
+    if checkpoint_steps is not None and formulation == "global":
+        raise ValueError("checkpoint_steps: the global formulation stores the whole "
+                         "trajectory (no checkpointed adjoint)")
+    if method == "adjoint" and simulation is None and formulation != "global":
         seg = _segment_length(cm, co, len(names), t_end, dt, checkpoint_steps,
                               memory_limit_mb)
         if seg is not None:
@@ -304,12 +319,13 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     pskip = reverse_parameters(cm, Gm) if method == "adjoint" else np.zeros_like(pkin)
     args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, co.ms_type, co.ms_a,
             co.ms_c)
+    direct_sweep, adjoint_sweep, measure_history = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
         MV = np.zeros((N, nm))
         DM = np.zeros((N, nm, npar))
         SA = np.zeros((N, cm.d, npar))
-        st, k = S.direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
+        st, k = direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
         _raise(cm, st, sim, k)
         g, GM = co.integrand_partials(MV)
         # total derivative of each measure (relative terms: minus its initial derivative)
@@ -320,16 +336,16 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         grad = running[-1].copy()
     else:
         MV = np.zeros((N, nm))
-        st, k = S.measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
+        st, k = measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
         _raise(cm, st, sim, k)
         g, GM = co.integrand_partials(MV)
         C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
         GRAD = np.zeros((npar, no))
         RUN = np.zeros((N, npar, no))
         carry = np.zeros((7, cm.d, no))
-        st, k = S.adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
-                                SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN, 0, N,
-                                carry)
+        st, k = adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
+                              SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN, 0, N,
+                              carry)
         _raise(cm, st, sim, k)
         grad = GRAD.T.copy()
         running = np.transpose(RUN, (0, 2, 1)).copy()

@@ -134,9 +134,11 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ----------
     model : Model, CompiledModel or str
         A builder, a compiled model, or the name of a shipped model.
-    formulation : {"sr-com", "sr-origin"}
+    formulation : {"sr-com", "sr-origin", "global"}
         Reference point of the semi-recursive recursion: each body's centre of mass
-        (SR-I, RTdyn0) or the global origin (SR-II, RTdyn1).
+        (SR-I, RTdyn0) or the global origin (SR-II, RTdyn1); or ``"global"``: the global
+        Matrix-R formulation in natural coordinates (:mod:`workbench.natural`) on the same
+        independent coordinates (``result.natural = (q history, angle branches)``).
 
     Raises
     ------
@@ -173,6 +175,8 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
     iters = np.zeros(N, dtype=np.int64)
     energy = np.zeros(N)
     steps = np.zeros((N, 2), dtype=np.int64)
+    if formulation == "global":
+        return _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit)
     if resume is None:
         res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((2, d)), 0
     else:
@@ -196,3 +200,20 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
         newton_iterations=iters, energy=energy if cm.conservative else None, step_kind=steps,
         coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
         compiled=cm)
+
+
+def _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit) -> SimulationResult:
+    from .natural import simulate_global
+    (st, step, t, value, bad), o = simulate_global(cm, t0, dt, nsteps, newton_tol,
+                                                   newton_maxit, POS_TOL, POS_MAXIT)
+    ctx = f"model {cm.name!r} (global)" + (" (initial state)" if step == 0 else f", step {step}")
+    raise_for_status(cm, st, t, value, bad, ctx, z=None)
+    res = SimulationResult(
+        model=cm.name, formulation="global", t=o["T"], z=o["Z"], zd=o["ZD"], zdd=o["ZDD"],
+        zi=o["ZI"], zdi=o["ZDI"], zddi=o["ZDDI"], constraint_violation=o["viol"],
+        velocity_violation=o["vviol"], newton_iterations=o["iters"],
+        energy=o["energy"] if cm.conservative else None, step_kind=o["steps"],
+        coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt),
+        wall_time_s=o["wall"], compiled=cm)
+    res.natural = (o["Q"], o["AREF"])
+    return res

@@ -1,0 +1,846 @@
+"""Numba kernels of the GLOBAL formulation in natural coordinates (issue 6), array-only.
+
+Design (the data are built by :mod:`workbench.natural` from the SAME compiled model as
+the semi-recursive formulation; García de Jalón & Bayo natural coordinates):
+
+* Coordinates ``q``: per body ``b`` its frame origin ``r_b`` and its frame unit vectors
+  ``e_1 .. e_D`` (the columns of the body frame rotation ``A_b``), ``D = 2`` for planar
+  models (``q_b`` in R^6), ``D = 3`` for spatial ones (``q_b`` in R^12).  A body point
+  with local coordinates ``x`` is ``P = r_b + sum_k x_k e_k``: LINEAR in ``q`` (and in the
+  point's parameter fields), so every constraint below is a dot product of two affine
+  *operands* and hence quadratic in ``q`` (``Phi_qq`` constant).
+* Constraints ``Phi(q, rho, t)``: rigid body ``e_k . e_l = delta_kl``; tree joints between
+  the parent and child body frames (revolute: coincident joint point, spatial axis
+  ``(A_c C^T a) . (A_p n_i) = 0``; prismatic: ``(r_c - r_p - A_p s) . (A_p n_i) = 0`` and
+  locked orientation; fixed; spherical: point only; floating: none); cut joints,
+  distances (``|P2 - P1|^2 - L^2``) and the other primitive equations of the compiled model
+  written in natural coordinates; drives ``h_j(q) - f(t)`` (rheonomic).
+* Degrees of freedom: the SAME independent coordinates as the semi-recursive model,
+  imposed by ``h(q) - z^i = 0`` (seed 001 eqs 12-13, non-constant ``B = h_q``): a revolute
+  angle ``theta = atan2((A_c C^T n1) . (A_p n2), (A_c C^T n1) . (A_p n1))`` (continuous
+  branch tracked), a prismatic travel ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
+* Matrix-R projection: ``Theta_q = [Phi_q; B]``, ``[S R] = Theta_q^+`` (eq 16-17),
+  ``qd = R zd^i + S b``, ``qdd = R zdd^i + S c`` (eqs 24-25), residual of the step
+  ``r = R^T (M qdd - Q)`` (eq 28-29) with the CONSTANT block mass matrix
+  ``M_b = Mloc (x) I_D``, ``Mloc = [[m, m g^T], [m g, m g g^T + J]]`` (``g`` the local centre
+  of mass, ``J`` the centroidal second moment ``tr(I)/2 1 - I``; planar: ``Izz/2 I_2``).
+* Forces by virtual power ``Q . w``: gravity ``m grav . P_g(w)``, point-to-point springs,
+  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``.
+
+Every scalar function ``f`` (constraint, DOF, joint coordinate) is evaluated with a *jet*:
+its value, rate and acceleration along ``(q, qd, qdd)`` and their exact tangents along a
+direction ``(dq, dqd, dqdd, drho)``.  These jets give the velocity/acceleration problems
+and every derivative of the sensitivity analysis (seed 001 eqs 32-38, 53-57) exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import _kernels as K
+from . import _matrixr as MR
+from ._arrays import AF_FORCE
+
+SF_BIL, SF_ANGLE = 0, 1
+# measure kinds (same codes as _sens)
+MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
+
+
+# ----------------------------------------------------------------------------------------
+# operands: affine vector expressions of q
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def op_apply(ga, o, x, w, deriv, affine, out):
+    """Operand ``o`` applied to ``x``: ``sum sign (org r_b(x) + sum_k w_k e_k(x))`` plus the
+    ground (constant) terms when ``affine``; the local vector ``w = c + w[f1] + w[f2]``
+    (``deriv``: only the field part read from ``w`` = a field direction ``dp``, no
+    constant and no origin term)."""
+    D = ga.D
+    nqb = ga.nqb
+    for i in range(D):
+        out[i] = 0.0
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        sg = ga.tm_sign[t]
+        f1 = ga.tm_f1[t]
+        f2 = ga.tm_f2[t]
+        w0 = 0.0
+        w1 = 0.0
+        w2 = 0.0
+        if not deriv:
+            w0 = ga.tm_c[t, 0]
+            w1 = ga.tm_c[t, 1]
+            w2 = ga.tm_c[t, 2]
+        if f1 >= 0:
+            w0 += w[f1]
+            w1 += w[f1 + 1]
+            w2 += w[f1 + 2]
+        if f2 >= 0:
+            w0 += w[f2]
+            w1 += w[f2 + 1]
+            w2 += w[f2 + 2]
+        if b < 0:
+            if affine:
+                out[0] += sg * w0
+                out[1] += sg * w1
+                if D == 3:
+                    out[2] += sg * w2
+            continue
+        s0 = b * nqb
+        og = 0.0 if deriv else ga.tm_org[t]
+        for i in range(D):
+            v = og * x[s0 + i] + w0 * x[s0 + D + i] + w1 * x[s0 + 2 * D + i]
+            if D == 3:
+                v += w2 * x[s0 + 3 * D + i]
+            out[i] += sg * v
+
+
+@njit(cache=True)
+def op_grad(ga, p, o, y, scale, row):
+    """``row += scale * d(op_o(q) . y)/dq``."""
+    D = ga.D
+    nqb = ga.nqb
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        if b < 0:
+            continue
+        sg = scale * ga.tm_sign[t]
+        f1 = ga.tm_f1[t]
+        f2 = ga.tm_f2[t]
+        s0 = b * nqb
+        for k in range(D):
+            wk = ga.tm_c[t, k]
+            if f1 >= 0:
+                wk += p[f1 + k]
+            if f2 >= 0:
+                wk += p[f2 + k]
+            for i in range(D):
+                row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+        og = ga.tm_org[t]
+        if og != 0.0:
+            for i in range(D):
+                row[s0 + i] += sg * og * y[i]
+
+
+@njit(cache=True)
+def op_jet(ga, p, o, q, qd, qdd, dq, dqd, dqdd, dp, tang, J, tmp):
+    """``J[0:3]`` = operand value, rate, acceleration; ``J[3:6]`` their tangents."""
+    op_apply(ga, o, q, p, False, True, J[0])
+    op_apply(ga, o, qd, p, False, False, J[1])
+    op_apply(ga, o, qdd, p, False, False, J[2])
+    if not tang:
+        return
+    op_apply(ga, o, dq, p, False, False, J[3])
+    op_apply(ga, o, q, dp, True, True, tmp)
+    for i in range(ga.D):
+        J[3, i] += tmp[i]
+    op_apply(ga, o, dqd, p, False, False, J[4])
+    op_apply(ga, o, qd, dp, True, False, tmp)
+    for i in range(ga.D):
+        J[4, i] += tmp[i]
+    op_apply(ga, o, dqdd, p, False, False, J[5])
+    op_apply(ga, o, qdd, dp, True, False, tmp)
+    for i in range(ga.D):
+        J[5, i] += tmp[i]
+
+
+@njit(cache=True)
+def _dot(a, b, D):
+    s = 0.0
+    for i in range(D):
+        s += a[i] * b[i]
+    return s
+
+
+@njit(cache=True)
+def bil_jet(ga, p, oa, ob, q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, out):
+    """Jet of ``f = A . B``: ``out = [f, fd, fdd, df, dfd, dfdd]``."""
+    D = ga.D
+    op_jet(ga, p, oa, q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, tmp)
+    op_jet(ga, p, ob, q, qd, qdd, dq, dqd, dqdd, dp, tang, JB, tmp)
+    a0, a1, a2 = JA[0], JA[1], JA[2]
+    b0, b1, b2 = JB[0], JB[1], JB[2]
+    out[0] = _dot(a0, b0, D)
+    out[1] = _dot(a1, b0, D) + _dot(a0, b1, D)
+    out[2] = _dot(a2, b0, D) + 2.0 * _dot(a1, b1, D) + _dot(a0, b2, D)
+    if tang:
+        c0, c1, c2 = JA[3], JA[4], JA[5]
+        d0, d1, d2 = JB[3], JB[4], JB[5]
+        out[3] = _dot(c0, b0, D) + _dot(a0, d0, D)
+        out[4] = _dot(c1, b0, D) + _dot(a1, d0, D) + _dot(c0, b1, D) + _dot(a0, d1, D)
+        out[5] = (_dot(c2, b0, D) + _dot(a2, d0, D) + 2.0 * (_dot(c1, b1, D) + _dot(a1, d1, D))
+                  + _dot(c0, b2, D) + _dot(a0, d2, D))
+    else:
+        out[3] = 0.0
+        out[4] = 0.0
+        out[5] = 0.0
+
+
+@njit(cache=True)
+def _wrap(x):
+    return x - 2.0 * np.pi * np.floor((x + np.pi) / (2.0 * np.pi))
+
+
+@njit(cache=True)
+def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
+    """Jet of scalar function ``s`` (constraint, DOF or joint coordinate)."""
+    JA, JB, tmp, ox, oy = sc[0], sc[1], sc[2, 0], sc[3, 0], sc[3, 1]
+    o = ga.sf_op[s]
+    if ga.sf_kind[s] == SF_BIL:
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, out)
+        out[0] -= ga.sf_K[s]
+        fk = ga.sf_fK[s]
+        if fk >= 0:
+            out[0] -= p[fk] * p[fk]
+            if tang:
+                out[3] -= 2.0 * p[fk] * dp[fk]
+    else:
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
+        bil_jet(ga, p, o[2], o[3], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, oy)
+        x, xd, xdd, dx, dxd, dxdd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
+        y, yd, ydd, dy, dyd, dydd = oy[0], oy[1], oy[2], oy[3], oy[4], oy[5]
+        r2 = x * x + y * y
+        ref = aref[s]
+        out[0] = ref + _wrap(np.arctan2(y, x) - ref)
+        N = x * yd - y * xd
+        P = x * xd + y * yd
+        U = x * ydd - y * xdd
+        out[1] = N / r2
+        out[2] = U / r2 - 2.0 * N * P / (r2 * r2)
+        if tang:
+            dr2 = 2.0 * (x * dx + y * dy)
+            dN = dx * yd + x * dyd - dy * xd - y * dxd
+            dP = dx * xd + x * dxd + dy * yd + y * dyd
+            dU = dx * ydd + x * dydd - dy * xdd - y * dxdd
+            out[3] = (x * dy - y * dx) / r2
+            out[4] = dN / r2 - N * dr2 / (r2 * r2)
+            out[5] = (dU / r2 - U * dr2 / (r2 * r2) - 2.0 * (dN * P + N * dP) / (r2 * r2)
+                      + 4.0 * N * P * dr2 / (r2 * r2 * r2))
+        else:
+            out[3] = 0.0
+            out[4] = 0.0
+            out[5] = 0.0
+    tf = ga.sf_tf[s]
+    if tf >= 0:
+        f, fd, fdd = K.time_function(ma, tf, t)
+        out[0] -= f
+        out[1] -= fd
+        out[2] -= fdd
+
+
+@njit(cache=True)
+def sf_grad(ga, p, s, q, aref, sc, scale, row):
+    """``row += scale * df/dq`` for scalar function ``s``."""
+    D = ga.D
+    JA = sc[0]
+    o = ga.sf_op[s]
+    if ga.sf_kind[s] == SF_BIL:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        op_grad(ga, p, o[0], JA[1], scale, row)
+        op_grad(ga, p, o[1], JA[0], scale, row)
+    else:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        op_apply(ga, o[2], q, p, False, True, JA[2])
+        op_apply(ga, o[3], q, p, False, True, JA[3])
+        x = _dot(JA[0], JA[1], D)
+        y = _dot(JA[2], JA[3], D)
+        r2 = x * x + y * y
+        op_grad(ga, p, o[0], JA[1], -scale * y / r2, row)
+        op_grad(ga, p, o[1], JA[0], -scale * y / r2, row)
+        op_grad(ga, p, o[2], JA[3], scale * x / r2, row)
+        op_grad(ga, p, o[3], JA[2], scale * x / r2, row)
+
+
+@njit(cache=True)
+def scratch(ga):
+    return np.zeros((4, 6, 6))
+
+
+# ----------------------------------------------------------------------------------------
+# Theta = [Phi; h - z^i] and its Jacobian
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def theta_jets(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
+    """Jets of the rows of ``Theta`` (constraints, then DOF functions ``h``): ``out (m+d, 6)``."""
+    m = ga.phi_sf.shape[0]
+    for k in range(m):
+        sf_jet(ga, ma, p, ga.phi_sf[k], t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc,
+               out[k])
+    for k in range(ga.dof_sf.shape[0]):
+        sf_jet(ga, ma, p, ga.dof_sf[k], t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc,
+               out[m + k])
+
+
+@njit(cache=True)
+def theta_jacobian(ga, p, q, aref, sc, Th):
+    m = ga.phi_sf.shape[0]
+    Th[:, :] = 0.0
+    for k in range(m):
+        sf_grad(ga, p, ga.phi_sf[k], q, aref, sc, 1.0, Th[k])
+    for k in range(ga.dof_sf.shape[0]):
+        sf_grad(ga, p, ga.dof_sf[k], q, aref, sc, 1.0, Th[m + k])
+
+
+@njit(cache=True)
+def update_aref(ga, ma, p, t, q, aref, sc):
+    """Move the branch reference of every angle function to its current value."""
+    z = np.zeros(q.shape[0])
+    out = np.zeros(6)
+    for s in range(ga.sf_kind.shape[0]):
+        if ga.sf_kind[s] == SF_ANGLE:
+            sf_jet(ga, ma, p, s, t, q, z, z, z, z, z, p, False, aref, sc, out)
+            tf = ga.sf_tf[s]
+            if tf >= 0:
+                f, fd, fdd = K.time_function(ma, tf, t)
+                out[0] += f
+            aref[s] = out[0]
+
+
+@njit(cache=True)
+def make_ws(ga):
+    N = ga.nq
+    md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
+    return (np.zeros((md, N)), np.zeros((N, md)), np.zeros(N), np.zeros((N, N)),
+            np.zeros((md, 6)), scratch(ga))
+
+
+@njit(cache=True)
+def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
+    """Newton-Raphson on ``Theta(q) = [Phi; h(q) - z^i] = 0`` (seed 001 eq 13) in natural
+    coordinates; the QR factorisation of ``Theta_q`` at the solution is left in ``ws``
+    (reused while the residual contracts 10x per iteration).  Returns (status, it, err, bad)."""
+    Th, V, beta, Rm, J, sc = ws
+    N = q.shape[0]
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    res = np.zeros(m + d)
+    dq = np.zeros(N)
+    z = np.zeros(N)
+    err_prev = np.inf
+    err = 0.0
+    for it in range(maxit + 1):
+        theta_jets(ga, ma, p, t, q, z, z, z, z, z, p, False, aref, sc, J)
+        err = 0.0
+        for k in range(m + d):
+            res[k] = J[k, 0]
+            if k >= m:
+                res[k] -= zi[k - m]
+            err = max(err, abs(res[k]))
+        if not np.isfinite(err):
+            return MR.ST_NONFINITE, it, err, -1
+        if err <= tol:
+            update_aref(ga, ma, p, t, q, aref, sc)
+            return MR.OK, it, err, -1
+        if it == maxit:
+            break
+        if not (reuse and err <= 0.1 * err_prev):
+            theta_jacobian(ga, p, q, aref, sc, Th)
+            bad = MR.qr_factor(Th, V, beta, Rm, 1e-12)
+            if bad >= 0:
+                return MR.ST_SINGULAR, it, err, bad
+        err_prev = err
+        for k in range(m + d):
+            res[k] = -res[k]
+        MR.qr_solve(V, beta, Rm, res, dq)
+        for k in range(N):
+            q[k] += dq[k]
+    return MR.ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
+    """Velocity problem (eq 19), particular accelerations (eq 21 with zdd^i = 0) and R
+    (eq 16) at the converged position ``q``.  Returns (status, bad)."""
+    Th, V, beta, Rm, J, sc = ws
+    N = q.shape[0]
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    theta_jacobian(ga, p, q, aref, sc, Th)
+    bad = MR.qr_factor(Th, V, beta, Rm, 1e-12)
+    if bad >= 0:
+        return MR.ST_SINGULAR, bad
+    z = np.zeros(N)
+    rhs = np.zeros(m + d)
+    theta_jets(ga, ma, p, t, q, z, z, z, z, z, p, False, aref, sc, J)
+    for k in range(m):
+        rhs[k] = -J[k, 1]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    MR.qr_solve(V, beta, Rm, rhs, qd)
+    theta_jets(ga, ma, p, t, q, qd, z, z, z, z, p, False, aref, sc, J)
+    for k in range(m + d):
+        rhs[k] = -J[k, 2]
+    MR.qr_solve(V, beta, Rm, rhs, qddb)
+    col = np.zeros(N)
+    for j in range(d):
+        rhs[:] = 0.0
+        rhs[m + j] = 1.0
+        MR.qr_solve(V, beta, Rm, rhs, col)
+        for k in range(N):
+            Rphi[k, j] = col[k]
+    return MR.OK, -1
+
+
+# ----------------------------------------------------------------------------------------
+# mass matrix and forces
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _mloc(ga, ma, p, w, b, deriv, Ml, mp):
+    """Local mass matrix ``Mloc`` of body ``b`` (or its field derivative along ``w = dp``)."""
+    D = ga.D
+    m = p[ma.b_mass[b]]
+    o = ma.b_org[b]
+    c = ma.b_com[b]
+    g = np.zeros(3)
+    dg = np.zeros(3)
+    for k in range(3):
+        g[k] = p[o + k] + p[c + k]
+        if deriv:
+            dg[k] = w[o + k] + w[c + k]
+    ki = ma.b_inr[b]
+    src = w if deriv else p
+    I = np.zeros((3, 3))
+    I[0, 0] = src[ki]
+    I[1, 1] = src[ki + 1]
+    I[2, 2] = src[ki + 2]
+    I[0, 1] = I[1, 0] = src[ki + 3]
+    I[0, 2] = I[2, 0] = src[ki + 4]
+    I[1, 2] = I[2, 1] = src[ki + 5]
+    Jc = np.zeros((3, 3))
+    if D == 2:
+        Jc[0, 0] = 0.5 * I[2, 2]
+        Jc[1, 1] = 0.5 * I[2, 2]
+    else:
+        tr = 0.5 * (I[0, 0] + I[1, 1] + I[2, 2])
+        for i in range(3):
+            for j in range(3):
+                Jc[i, j] = (tr if i == j else 0.0) - I[i, j]
+    if not deriv:
+        Ml[0, 0] = m
+        for k in range(D):
+            Ml[0, 1 + k] = m * g[k]
+            Ml[1 + k, 0] = m * g[k]
+            for l in range(D):
+                Ml[1 + k, 1 + l] = m * g[k] * g[l] + Jc[k, l]
+    else:
+        dm = w[ma.b_mass[b]]
+        Ml[0, 0] = dm
+        for k in range(D):
+            Ml[0, 1 + k] = dm * g[k] + m * dg[k]
+            Ml[1 + k, 0] = Ml[0, 1 + k]
+            for l in range(D):
+                Ml[1 + k, 1 + l] = (dm * g[k] * g[l] + m * (dg[k] * g[l] + g[k] * dg[l])
+                                    + Jc[k, l])
+    return m
+
+
+@njit(cache=True)
+def mass_matrix(ga, ma, p, w, deriv, M):
+    """Constant mass matrix ``M = blockdiag(Mloc_b (x) I_D)`` (or ``dM`` along ``w = dp``)."""
+    D = ga.D
+    nqb = ga.nqb
+    M[:, :] = 0.0
+    Ml = np.zeros((D + 1, D + 1))
+    for b in range(ga.nb):
+        _mloc(ga, ma, p, w, b, deriv, Ml, 0)
+        s0 = b * nqb
+        for a in range(D + 1):
+            for c in range(D + 1):
+                for i in range(D):
+                    M[s0 + a * D + i, s0 + c * D + i] = Ml[a, c]
+
+
+@njit(cache=True)
+def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
+    """``Q(q, qd, t)`` and the potential energy (gravity, springs, joint springs)."""
+    D = ga.D
+    nqb = ga.nqb
+    N = q.shape[0]
+    Q[:] = 0.0
+    V = 0.0
+    grav = ma.gravity
+    for b in range(ga.nb):
+        m = p[ma.b_mass[b]]
+        o = ma.b_org[b]
+        c = ma.b_com[b]
+        s0 = b * nqb
+        for i in range(D):
+            Q[s0 + i] += m * grav[i]
+            x = q[s0 + i]
+            for k in range(D):
+                gk = p[o + k] + p[c + k]
+                Q[s0 + (1 + k) * D + i] += m * gk * grav[i]
+                x += gk * q[s0 + (1 + k) * D + i]
+            V -= m * grav[i] * x
+    x1 = np.zeros(3)
+    x2 = np.zeros(3)
+    v1 = np.zeros(3)
+    v2 = np.zeros(3)
+    F = np.zeros(3)
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        op_apply(ga, o1, q, p, False, True, x1)
+        op_apply(ga, o2, q, p, False, True, x2)
+        op_apply(ga, o1, qd, p, False, False, v1)
+        op_apply(ga, o2, qd, p, False, False, v2)
+        L = 0.0
+        Ld = 0.0
+        for i in range(D):
+            L += (x2[i] - x1[i]) ** 2
+            Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
+        L = np.sqrt(L)
+        if L == 0.0:
+            Q[:] = np.nan
+            return np.nan
+        Ld /= L
+        k = p[ma.sp_k[s]]
+        T = k * (L - p[ma.sp_L0[s]]) + p[ma.sp_c[s]] * Ld
+        V += 0.5 * k * (L - p[ma.sp_L0[s]]) ** 2
+        for i in range(D):
+            F[i] = T * (x2[i] - x1[i]) / L
+        op_grad(ga, p, o1, F, 1.0, Q)
+        op_grad(ga, p, o2, F, -1.0, Q)
+    jet = np.zeros(6)
+    z = np.zeros(N)
+    for s in range(ma.js_coord.shape[0]):
+        sf = ga.jc_sf[ma.js_coord[s]]
+        sf_jet(ga, ma, p, sf, t, q, qd, z, z, z, z, p, False, aref, sc, jet)
+        k = p[ma.js_k[s]]
+        dz = jet[0] - p[ma.js_z0[s]]
+        fs = -k * dz - p[ma.js_c[s]] * jet[1]
+        V += 0.5 * k * dz * dz
+        sf_grad(ga, p, sf, q, aref, sc, fs, Q)
+    for s in range(ma.af_type.shape[0]):
+        f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
+        d = ma.af_dir[s]
+        if ma.af_type[s] == AF_FORCE:
+            for i in range(3):
+                F[i] = f * d[i]
+            op_grad(ga, p, ga.pt_op[ma.af_idx[s]], F, 1.0, Q)
+        else:
+            s0 = ma.af_idx[s] * nqb
+            for k in range(D):
+                e0 = s0 + (1 + k) * D
+                if D == 2:
+                    Q[e0] += -0.5 * f * d[2] * q[e0 + 1]
+                    Q[e0 + 1] += 0.5 * f * d[2] * q[e0]
+                else:
+                    Q[e0] += 0.5 * f * (d[1] * q[e0 + 2] - d[2] * q[e0 + 1])
+                    Q[e0 + 1] += 0.5 * f * (d[2] * q[e0] - d[0] * q[e0 + 2])
+                    Q[e0 + 2] += 0.5 * f * (d[0] * q[e0 + 1] - d[1] * q[e0])
+    return V
+
+
+@njit(cache=True)
+def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
+    """Tangent ``d(Q(q, qd, rho) . w)`` along ``(dq, dqd, dp)`` with ``w`` held fixed."""
+    D = ga.D
+    nqb = ga.nqb
+    N = q.shape[0]
+    dW = 0.0
+    grav = ma.gravity
+    for b in range(ga.nb):
+        m = p[ma.b_mass[b]]
+        dm = dp[ma.b_mass[b]]
+        o = ma.b_org[b]
+        c = ma.b_com[b]
+        s0 = b * nqb
+        for i in range(D):
+            y = w[s0 + i]
+            dy = 0.0
+            for k in range(D):
+                y += (p[o + k] + p[c + k]) * w[s0 + (1 + k) * D + i]
+                dy += (dp[o + k] + dp[c + k]) * w[s0 + (1 + k) * D + i]
+            dW += grav[i] * (dm * y + m * dy)
+    x1 = np.zeros(3)
+    x2 = np.zeros(3)
+    v1 = np.zeros(3)
+    v2 = np.zeros(3)
+    tmp = np.zeros(3)
+    dx = np.zeros(3)
+    dv = np.zeros(3)
+    wv = np.zeros(3)
+    dwv = np.zeros(3)
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        op_apply(ga, o1, q, p, False, True, x1)
+        op_apply(ga, o2, q, p, False, True, x2)
+        op_apply(ga, o1, qd, p, False, False, v1)
+        op_apply(ga, o2, qd, p, False, False, v2)
+        for i in range(D):
+            x2[i] -= x1[i]
+            v2[i] -= v1[i]
+        # tangents of x = x2 - x1, v = v2 - v1
+        op_apply(ga, o2, dq, p, False, False, dx)
+        op_apply(ga, o1, dq, p, False, False, tmp)
+        for i in range(D):
+            dx[i] -= tmp[i]
+        op_apply(ga, o2, q, dp, True, True, tmp)
+        for i in range(D):
+            dx[i] += tmp[i]
+        op_apply(ga, o1, q, dp, True, True, tmp)
+        for i in range(D):
+            dx[i] -= tmp[i]
+        op_apply(ga, o2, dqd, p, False, False, dv)
+        op_apply(ga, o1, dqd, p, False, False, tmp)
+        for i in range(D):
+            dv[i] -= tmp[i]
+        op_apply(ga, o2, qd, dp, True, False, tmp)
+        for i in range(D):
+            dv[i] += tmp[i]
+        op_apply(ga, o1, qd, dp, True, False, tmp)
+        for i in range(D):
+            dv[i] -= tmp[i]
+        # virtual velocity of point 1 minus point 2 and its field tangent
+        op_apply(ga, o1, w, p, False, False, wv)
+        op_apply(ga, o2, w, p, False, False, tmp)
+        for i in range(D):
+            wv[i] -= tmp[i]
+        op_apply(ga, o1, w, dp, True, False, dwv)
+        op_apply(ga, o2, w, dp, True, False, tmp)
+        for i in range(D):
+            dwv[i] -= tmp[i]
+        L = np.sqrt(_dot(x2, x2, D))
+        Ld = _dot(x2, v2, D) / L
+        dL = _dot(x2, dx, D) / L
+        dLd = (_dot(dx, v2, D) + _dot(x2, dv, D)) / L - Ld * dL / L
+        k = p[ma.sp_k[s]]
+        cc = p[ma.sp_c[s]]
+        L0 = p[ma.sp_L0[s]]
+        T = k * (L - L0) + cc * Ld
+        dT = (dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld
+              + cc * dLd)
+        for i in range(D):
+            F = T * x2[i] / L
+            dF = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
+            dW += dF * wv[i] + F * dwv[i]
+    jet = np.zeros(6)
+    jw = np.zeros(6)
+    z = np.zeros(N)
+    for s in range(ma.js_coord.shape[0]):
+        sf = ga.jc_sf[ma.js_coord[s]]
+        sf_jet(ga, ma, p, sf, t, q, qd, z, dq, dqd, z, dp, True, aref, sc, jet)
+        sf_jet(ga, ma, p, sf, t, q, w, z, dq, z, z, dp, True, aref, sc, jw)
+        tf = ga.sf_tf[sf]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, tf, t)
+            jw[1] += fd
+        k = p[ma.js_k[s]]
+        cc = p[ma.js_c[s]]
+        dz = jet[0] - p[ma.js_z0[s]]
+        fs = -k * dz - cc * jet[1]
+        dfs = (-dp[ma.js_k[s]] * dz - k * (jet[3] - dp[ma.js_z0[s]]) - dp[ma.js_c[s]] * jet[1]
+               - cc * jet[4])
+        dW += dfs * jw[1] + fs * jw[4]
+    for s in range(ma.af_type.shape[0]):
+        f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
+        d = ma.af_dir[s]
+        if ma.af_type[s] == AF_FORCE:
+            op_apply(ga, ga.pt_op[ma.af_idx[s]], w, dp, True, False, tmp)
+            for i in range(D):
+                dW += f * d[i] * tmp[i]
+        else:
+            s0 = ma.af_idx[s] * nqb
+            for k in range(D):
+                e0 = s0 + (1 + k) * D
+                if D == 2:
+                    dW += 0.5 * f * d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0])
+                else:
+                    # 1/2 n . (de x w)
+                    dW += 0.5 * f * (d[0] * (dq[e0 + 1] * w[e0 + 2] - dq[e0 + 2] * w[e0 + 1])
+                                     + d[1] * (dq[e0 + 2] * w[e0] - dq[e0] * w[e0 + 2])
+                                     + d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0]))
+    return dW
+
+
+@njit(cache=True)
+def zero_length_spring(ga, ma, p, q):
+    x1 = np.zeros(3)
+    x2 = np.zeros(3)
+    for s in range(ma.sp_pt.shape[0]):
+        op_apply(ga, ga.pt_op[ma.sp_pt[s, 0]], q, p, False, True, x1)
+        op_apply(ga, ga.pt_op[ma.sp_pt[s, 1]], q, p, False, True, x2)
+        if _dot(x2 - x1, x2 - x1, ga.D) == 0.0:
+            return s
+    return -1
+
+
+# ----------------------------------------------------------------------------------------
+# relative coordinates from the natural coordinates (output) and the integrator
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def relative_coordinates(ga, ma, p, t, q, qd, qdd, aref, sc, z, zd, zdd):
+    """``z, zd, zdd`` of every relative coordinate that has a joint-coordinate function
+    (revolute/prismatic joints); NaN for the others (multi-axis joints)."""
+    jet = np.zeros(6)
+    zero = np.zeros(q.shape[0])
+    for c in range(z.shape[0]):
+        s = ga.jc_sf[c]
+        if s < 0:
+            z[c] = np.nan
+            zd[c] = np.nan
+            zdd[c] = np.nan
+            continue
+        sf_jet(ga, ma, p, s, t, q, qd, qdd, zero, zero, zero, p, False, aref, sc, jet)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, tf, t)
+            jet[0] += f
+            jet[1] += fd
+            jet[2] += fdd
+        z[c] = jet[0]
+        zd[c] = jet[1]
+        zdd[c] = jet[2]
+
+
+@njit(cache=True)
+def _record(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conservative, M, aref,
+            T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+            VVIOL_out, IT_out, E_out, AREF_out):
+    J, sc = ws[4], ws[5]
+    T_out[k] = t
+    AREF_out[k] = aref
+    Q_out[k] = q
+    ZI_out[k] = zi
+    ZDI_out[k] = zdi
+    ZDDI_out[k] = a
+    relative_coordinates(ga, ma, p, t, q, qd, qdd, aref, sc, Z_out[k], ZD_out[k], ZDD_out[k])
+    zero = np.zeros(q.shape[0])
+    theta_jets(ga, ma, p, t, q, qd, qdd, zero, zero, zero, p, False, aref, sc, J)
+    m = ga.phi_sf.shape[0]
+    v0 = 0.0
+    v1 = 0.0
+    for i in range(m):
+        v0 = max(v0, abs(J[i, 0]))
+        v1 = max(v1, abs(J[i, 1]))
+    VIOL_out[k] = v0
+    VVIOL_out[k] = v1
+    IT_out[k] = iters
+    if conservative:
+        E_out[k] = 0.5 * (qd @ (M @ qd)) + Vpot
+
+
+@njit(cache=True)
+def integrate_global(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol, newton_maxit,
+                     pos_tol, pos_maxit, conservative, T_out, Q_out, Z_out, ZD_out, ZDD_out,
+                     ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, STEP_out,
+                     AREF_out):
+    """Fixed-step implicit trapezoidal rule on the independent coordinates, global
+    formulation (mirrors :func:`_matrixr.integrate_trapezoidal`: same unknown ``a =
+    zdd^i_{n+1}``, same update formulas, same Newton test, iteration matrix ``Mbar + h/2 Cbar
+    + h^2/4 Kbar`` with the force-element derivatives projected with ``R``).  No step
+    merging or sub-stepping: a failure ends the run.  Returns (status, step, t, value, bad).
+    """
+    N = q0.shape[0]
+    d = zi0.shape[0]
+    ws = make_ws(ga)
+    sc = ws[5]
+    aref = aref0.copy()
+    q = q0.copy()
+    qd = np.zeros(N)
+    qddb = np.zeros(N)
+    qdd = np.zeros(N)
+    Rphi = np.zeros((N, d))
+    Q = np.zeros(N)
+    M = np.zeros((N, N))
+    mass_matrix(ga, ma, p, p, False, M)
+    Tm = np.zeros((d, d))
+    zi = zi0.copy()
+    zdi = zdi0.copy()
+    res = np.zeros(d)
+    zero = np.zeros(N)
+    zp = np.zeros(p.shape[0])
+    rn = 0.0
+    t = t0
+    st, it, err, bad = solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
+    if st != MR.OK:
+        return st, 0, t, err, bad
+    st, bad = solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+    if st != MR.OK:
+        return st, 0, t, 0.0, bad
+    bad = zero_length_spring(ga, ma, p, q)
+    if bad >= 0:
+        return MR.ST_ZERO_SPRING, 0, t, 0.0, bad
+    Vpot = generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+    Mb = Rphi.T @ (M @ Rphi)
+    a, ok = MR.lu_solve_small(Mb, Rphi.T @ (Q - M @ qddb))
+    if not ok:
+        return MR.ST_MASS, 0, t, 0.0, -1
+    qdd[:] = qddb + Rphi @ a
+    _record(ga, ma, p, ws, 0, t, q, qd, qdd, zi, zdi, a, 0, Vpot, conservative, M, aref,
+            T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+            VVIOL_out, IT_out, E_out, AREF_out)
+    for k0 in range(nsteps):
+        an = a.copy()
+        zin = zi.copy()
+        zdin = zdi.copy()
+        t = t0 + k0 * h + h
+        q += h * qd + 0.5 * h * h * qdd
+        dnorm = np.inf
+        converged = False
+        iters = 0
+        for it in range(newton_maxit + 1):
+            for k in range(d):
+                zi[k] = zin[k] + h * zdin[k] + 0.25 * h * h * (an[k] + a[k])
+                zdi[k] = zdin[k] + 0.5 * h * (an[k] + a[k])
+            st, pit, err, bad = solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol,
+                                               pos_maxit, True)
+            if st != MR.OK:
+                return st, k0 + 1, t, err, bad
+            st, bad = solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+            if st != MR.OK:
+                return st, k0 + 1, t, 0.0, bad
+            bad = zero_length_spring(ga, ma, p, q)
+            if bad >= 0:
+                return MR.ST_ZERO_SPRING, k0 + 1, t, 0.0, bad
+            qdd[:] = qddb + Rphi @ a
+            Vpot = generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+            res[:] = Rphi.T @ (M @ qdd - Q)
+            rn = MR._maxabs(res)
+            if d == 0:
+                converged = True
+                break
+            if not np.isfinite(rn):
+                return (MR.ST_NONFINITE if it == 0 else MR.ST_NEWTON), k0 + 1, t, rn, -1
+            if it > 0 and dnorm <= newton_tol * (1.0 + MR._maxabs(a)):
+                converged = True
+                iters = it
+                break
+            if it == newton_maxit:
+                break
+            if it == 0:
+                Mb = Rphi.T @ (M @ Rphi)
+                for i in range(d):
+                    wi = np.ascontiguousarray(Rphi[:, i])
+                    for j in range(d):
+                        rj = np.ascontiguousarray(Rphi[:, j])
+                        kij = -virtual_power_t(ga, ma, p, t, q, qd, wi, rj, zero, zp, aref, sc)
+                        cij = -virtual_power_t(ga, ma, p, t, q, qd, wi, zero, rj, zp, aref, sc)
+                        Tm[i, j] = Mb[i, j] + 0.5 * h * cij + 0.25 * h * h * kij
+            da, ok = MR.lu_solve_small(Tm, -res)
+            if not ok:
+                return MR.ST_MASS, k0 + 1, t, 0.0, -1
+            for k in range(d):
+                a[k] += da[k]
+            dnorm = MR._maxabs(da)
+        if not converged:
+            return MR.ST_NEWTON, k0 + 1, t, rn, -1
+        STEP_out[k0 + 1, 0] = 1
+        STEP_out[k0 + 1, 1] = 1
+        _record(ga, ma, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conservative, M,
+                aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
+                VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
+    return MR.OK, nsteps, t, 0.0, -1

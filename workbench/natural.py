@@ -1,0 +1,314 @@
+"""Global formulation in natural (fully Cartesian) coordinates, built from the SAME model.
+
+``formulation="global"`` in :func:`workbench.simulate` and :func:`workbench.sensitivity`
+(CLI ``--formulation global``).  The design (coordinates, constraints, DOF, mass matrix,
+forces) is described in :mod:`workbench._global`; this module builds the flat arrays
+(:class:`GlobalArrays`) from a :class:`~workbench.compiled.CompiledModel` and wraps the
+integrator and the sensitivity sweeps.
+
+Supported (scope of issue 6): planar and spatial models whose tree joints are revolute,
+prismatic, fixed, spherical or floating; every cut joint, distance constraint and drive
+of the compiled model; point-to-point spring-dampers, joint spring-dampers, point forces,
+torques and gravity.  Degrees of freedom, drives and joint springs must act on revolute or
+prismatic coordinates (or be point-coordinate DOF).  Tree joints of type cylindrical or
+universal, and angular-velocity objectives, raise :class:`~workbench.errors.ModelError`
+naming the element.  Relative coordinates of spherical/floating joints are reported as NaN
+(the revolute and prismatic ones are computed from the natural coordinates).
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections import namedtuple
+
+import numpy as np
+
+from . import _arrays as AR
+from . import _global as G
+from . import _kernels as K
+from .errors import ModelError
+from .model import _perpendiculars
+
+GlobalArrays = namedtuple("GlobalArrays", [
+    "D", "nqb", "nq", "nb",
+    "op_ptr", "tm_body", "tm_org", "tm_c", "tm_f1", "tm_f2", "tm_sign",
+    "sf_kind", "sf_op", "sf_K", "sf_fK", "sf_tf",
+    "phi_sf", "dof_sf", "jc_sf", "pt_op"])
+
+
+class _Build:
+    def __init__(self):
+        self.terms = []
+        self.ops = [0]
+        self.sfs = []
+
+    def op(self, terms):
+        self.terms.extend(terms)
+        self.ops.append(len(self.terms))
+        return len(self.ops) - 2
+
+    def sf(self, kind, ops, K=0.0, fK=-1, tf=-1):
+        ops = list(ops) + [0] * (4 - len(ops))
+        self.sfs.append((kind, ops, K, fK, tf))
+        return len(self.sfs) - 1
+
+
+def _t(body, org=0.0, c=(0.0, 0.0, 0.0), f1=-1, f2=-1, sign=1.0):
+    return (int(body), float(org), tuple(float(x) for x in c), int(f1), int(f2), float(sign))
+
+
+def build_global(cm) -> tuple:
+    """``(GlobalArrays, q0, aref0, names)`` of the natural-coordinate model of ``cm``."""
+    ma = cm.arrays
+    p = ma.p
+    planar = bool(ma.planar)
+    D = 2 if planar else 3
+    nqb = D + D * D
+    nb = ma.b_frame.shape[0]
+    bld = _Build()
+    names = []
+    eye = np.eye(3)
+
+    def point_terms(k, sign=1.0):
+        b = int(ma.pt_body[k])
+        if b < 0:
+            return [_t(-1, 0.0, (0, 0, 0), ma.pt_fld[k], -1, sign)]
+        return [_t(b, 1.0, (0, 0, 0), ma.pt_fld[k], ma.b_org[b], sign)]
+
+    def vec_terms(b, c, sign=1.0):
+        return [_t(b, 0.0, c, -1, -1, sign)]
+
+    pt_op = np.array([bld.op(point_terms(k)) for k in range(ma.pt_body.shape[0])],
+                     dtype=np.int64)
+    const_op = [bld.op(vec_terms(-1, eye[i])) for i in range(3)]
+    phi = []
+
+    def add_phi(sf, name):
+        phi.append(sf)
+        names.append(name)
+
+    # ---- rigid bodies: e_k . e_l = delta_kl
+    for b in range(nb):
+        for k in range(D):
+            for l in range(k, D):
+                add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(b, eye[k])),
+                                          bld.op(vec_terms(b, eye[l]))],
+                               K=1.0 if k == l else 0.0), f"body {cm.body_names[b]} (rigid)")
+    # ---- tree joints
+    jc_sf = np.full(cm.n, -1, dtype=np.int64)
+    jtype = {j.child: j for j in cm.model.joints.values()}
+    for b in range(nb):
+        bname = cm.body_names[b]
+        j = jtype[bname]
+        chain = [int(ma.b_frame[b])]
+        while ma.fr_parent[chain[0]] >= 0 and ma.fr_body[ma.fr_parent[chain[0]]] < 0:
+            chain.insert(0, int(ma.fr_parent[chain[0]]))
+        pf = int(ma.fr_parent[chain[0]])
+        pb = int(ma.fr_body[pf]) if pf >= 0 else -1
+        f0 = chain[0]
+        s_fld = int(ma.fr_off[f0])
+        a = np.asarray(ma.fr_axis[f0], dtype=float)
+        C = np.asarray(ma.fr_C[chain[-1]], dtype=float)
+        where = f"joint {j.name}"
+        if j.type in ("cylindrical", "universal"):
+            raise ModelError(f"{where}: tree joints of type {j.type!r} are not supported by "
+                             "the global formulation yet (supported: revolute, prismatic, "
+                             "fixed, spherical, floating)")
+        if planar:
+            if j.type == "revolute" and abs(abs(a[2]) - 1.0) > 1e-9:
+                raise ModelError(f"{where}: planar model needs a revolute axis along z")
+            if j.type == "prismatic" and abs(a[2]) > 1e-9:
+                raise ModelError(f"{where}: planar model needs a prismatic axis in the plane")
+        delta = [_t(b, 1.0)]
+        if pb >= 0:
+            delta.append(_t(pb, 1.0, sign=-1.0))
+        delta.append(_t(pb, 0.0, (0, 0, 0), s_fld, -1, -1.0))
+        d_op = bld.op(delta)
+        n1, _ = _perpendiculars(a)
+        n2 = np.cross(a, n1)
+        if j.type != "floating" and j.type != "prismatic":
+            for i in range(D):
+                add_phi(bld.sf(G.SF_BIL, [d_op, const_op[i]]), j.name)
+        if j.type == "revolute":
+            if not planar:
+                ca = bld.op(vec_terms(b, C.T @ a))
+                for n in (n1, n2):
+                    add_phi(bld.sf(G.SF_BIL, [ca, bld.op(vec_terms(pb, n))]), j.name)
+            cn1 = bld.op(vec_terms(b, C.T @ n1))
+            jc_sf[int(ma.fr_coord[f0])] = bld.sf(
+                G.SF_ANGLE, [cn1, bld.op(vec_terms(pb, n1)), cn1, bld.op(vec_terms(pb, n2))])
+        if j.type == "prismatic":
+            perp = [np.cross([0.0, 0.0, 1.0], a)] if planar else [n1, n2]
+            for n in perp:
+                add_phi(bld.sf(G.SF_BIL, [d_op, bld.op(vec_terms(pb, n))]), j.name)
+            jc_sf[int(ma.fr_coord[f0])] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)), d_op])
+        if j.type in ("prismatic", "fixed"):
+            pairs = [(0, 1)] if planar else [(0, 1), (0, 2), (1, 2)]
+            for k, l in pairs:
+                add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(b, C.T @ eye[k])),
+                                          bld.op(vec_terms(pb, eye[l]))]), j.name)
+    # ---- primitive constraints of the compiled model (cuts, distances, drives)
+    for k in range(ma.c_type.shape[0]):
+        typ = int(ma.c_type[k])
+        ci = ma.c_i[k]
+        nm = cm.constraint_names[k]
+        if typ == AR.C_PTCOMP:
+            o = bld.op(point_terms(ci[0]) + point_terms(ci[1], -1.0))
+            add_phi(bld.sf(G.SF_BIL, [o, const_op[int(ci[2])]]), nm)
+        elif typ == AR.C_DOTVV:
+            add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(ma.vc_body[ci[0]], ma.vc_val[ci[0]])),
+                                      bld.op(vec_terms(ma.vc_body[ci[1]], ma.vc_val[ci[1]]))]),
+                    nm)
+        elif typ == AR.C_DOTVP:
+            o = bld.op(point_terms(ci[2]) + point_terms(ci[1], -1.0))
+            add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(ma.vc_body[ci[0]], ma.vc_val[ci[0]])),
+                                      o]), nm)
+        elif typ == AR.C_DIST:
+            o = bld.op(point_terms(ci[1]) + point_terms(ci[0], -1.0))
+            add_phi(bld.sf(G.SF_BIL, [o, o], fK=int(ma.c_fld[k])), nm)
+        elif typ == AR.C_DRIVE:
+            s = jc_sf[int(ci[0])]
+            if s < 0:
+                raise ModelError(f"drive {nm!r}: the global formulation drives revolute or "
+                                 f"prismatic coordinates only, not {cm.coord_names[ci[0]]!r}")
+            kind, ops, K_, fK, _ = bld.sfs[s]
+            add_phi(bld.sf(kind, ops, K_, fK, int(ci[1])), nm)
+    # ---- degrees of freedom (same independent coordinates as the semi-recursive model)
+    dof = []
+    for k in range(ma.dof_type.shape[0]):
+        if ma.dof_type[k] == AR.DOF_COORD:
+            s = jc_sf[int(ma.dof_i[k, 0])]
+            if s < 0:
+                raise ModelError(f"degree of freedom {cm.dof_names[k]!r}: the global "
+                                 "formulation supports revolute/prismatic coordinates or "
+                                 "point coordinates as DOF")
+            dof.append(s)
+        else:
+            c = int(ma.dof_i[k, 1])
+            if c >= D:
+                raise ModelError(f"degree of freedom {cm.dof_names[k]!r}: z component in a "
+                                 "planar model")
+            dof.append(bld.sf(G.SF_BIL, [pt_op[int(ma.dof_i[k, 0])], const_op[c]]))
+    for s in range(ma.js_coord.shape[0]):
+        if jc_sf[int(ma.js_coord[s])] < 0:
+            raise ModelError(f"joint spring {s}: the global formulation supports joint springs "
+                             "on revolute/prismatic coordinates only")
+    T = bld.terms
+    ga = GlobalArrays(
+        D=D, nqb=nqb, nq=nb * nqb, nb=nb,
+        op_ptr=np.array(bld.ops, dtype=np.int64),
+        tm_body=np.array([x[0] for x in T], dtype=np.int64),
+        tm_org=np.array([x[1] for x in T], dtype=float),
+        tm_c=np.array([x[2] for x in T], dtype=float).reshape(len(T), 3),
+        tm_f1=np.array([x[3] for x in T], dtype=np.int64),
+        tm_f2=np.array([x[4] for x in T], dtype=np.int64),
+        tm_sign=np.array([x[5] for x in T], dtype=float),
+        sf_kind=np.array([s[0] for s in bld.sfs], dtype=np.int64),
+        sf_op=np.array([s[1] for s in bld.sfs], dtype=np.int64).reshape(len(bld.sfs), 4),
+        sf_K=np.array([s[2] for s in bld.sfs], dtype=float),
+        sf_fK=np.array([s[3] for s in bld.sfs], dtype=np.int64),
+        sf_tf=np.array([s[4] for s in bld.sfs], dtype=np.int64),
+        phi_sf=np.array(phi, dtype=np.int64), dof_sf=np.array(dof, dtype=np.int64),
+        jc_sf=jc_sf, pt_op=pt_op)
+    # ---- initial natural coordinates from the model's relative-coordinate guess
+    nf = ma.fr_parent.shape[0]
+    A = np.zeros((nf, 3, 3))
+    r = np.zeros((nf, 3))
+    u = np.zeros((nf, 3))
+    K.frame_positions(ma, p, cm.z_guess, A, r, u)
+    q0 = np.zeros(ga.nq)
+    for b in range(nb):
+        f = ma.b_frame[b]
+        if planar and abs(A[f, 2, 2] - 1.0) > 1e-9:
+            raise ModelError(f"body {cm.body_names[b]!r}: planar model whose body frame is "
+                             "not aligned with z (global formulation)")
+        q0[b * nqb:b * nqb + D] = r[f, :D]
+        for k in range(D):
+            q0[b * nqb + (1 + k) * D:b * nqb + (2 + k) * D] = A[f, :D, k]
+    aref0 = np.zeros(len(bld.sfs))
+    for c in range(cm.n):
+        if jc_sf[c] >= 0:
+            aref0[jc_sf[c]] = cm.z_guess[c]
+    for s, (kind, ops, K_, fK, tf) in enumerate(bld.sfs):
+        if kind == G.SF_ANGLE and tf >= 0:
+            base = [k for k in range(len(bld.sfs)) if bld.sfs[k][1] == ops and bld.sfs[k][4] < 0]
+            if base:
+                aref0[s] = aref0[base[0]]
+    return ga, q0, aref0, tuple(names)
+
+
+_CACHE: dict = {}
+
+
+def global_model(cm):
+    """Cached :func:`build_global` of a compiled model."""
+    key = id(cm)
+    hit = _CACHE.get(key)
+    if hit is None or hit[0] is not cm:
+        hit = (cm, build_global(cm))
+        _CACHE[key] = hit
+    return hit[1]
+
+
+def simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit):
+    """Run :func:`_global.integrate_global`; returns the output arrays and the status."""
+    ga, q0, aref0, _ = global_model(cm)
+    n, d = cm.n, cm.d
+    N = nsteps + 1
+    out = dict(T=np.zeros(N), Q=np.zeros((N, ga.nq)), Z=np.zeros((N, n)),
+               ZD=np.zeros((N, n)), ZDD=np.zeros((N, n)), ZI=np.zeros((N, d)),
+               ZDI=np.zeros((N, d)), ZDDI=np.zeros((N, d)), viol=np.zeros(N),
+               vviol=np.zeros(N), iters=np.zeros(N, dtype=np.int64), energy=np.zeros(N),
+               steps=np.zeros((N, 2), dtype=np.int64),
+               AREF=np.zeros((N, aref0.shape[0])))
+    ma = cm.arrays
+    start = _time.perf_counter()
+    status = G.integrate_global(
+        ga, ma, ma.p, float(t0), float(dt), nsteps, cm.zi0, cm.zdi0, q0, aref0, newton_tol,
+        newton_maxit, pos_tol, pos_maxit, cm.conservative, out["T"], out["Q"], out["Z"],
+        out["ZD"], out["ZDD"], out["ZI"], out["ZDI"], out["ZDDI"], out["viol"], out["vviol"],
+        out["iters"], out["energy"], out["steps"], out["AREF"])
+    out["wall"] = _time.perf_counter() - start
+    return status, out
+
+
+def _natural(sim):
+    nat = getattr(sim, "natural", None)
+    if nat is None:
+        raise ModelError("the simulation result has no natural coordinates (simulate with "
+                         "formulation='global')")
+    return nat
+
+
+def check_measures(co):
+    from . import _sens as S
+    bad = [k for k in range(len(co.ms_type)) if co.ms_type[k] in (S.MS_ANGVEL,
+                                                                  S.MS_ANGVEL_BODY)]
+    if bad:
+        raise ModelError("angular-velocity objectives are not supported by the global "
+                         "formulation yet")
+
+
+def sweeps(cm, sim):
+    """Functions with the signatures of ``_sens.direct_sweep``, ``adjoint_sweep`` and
+    ``measure_history`` that run the global versions on ``sim``'s natural coordinates."""
+    from . import _global_sens as GS
+    ga = global_model(cm)[0]
+    Qh, AREF = _natural(sim)
+
+    # the semi-recursive sweeps also take (pkin, pskip) after Gm (kinematic / reverse-mode
+    # parameter masks) and the adjoint a segment (row0, nglob, carry) for checkpointing;
+    # the global sweeps compute every parameter column forward over the whole trajectory
+    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, *rest):
+        return GS.direct_sweep_g(ga, ma, p, AREF, h, TT, Qh, ZI, ZDI, AA, Gm, *rest)
+
+    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, *rest):
+        *rest, row0, nglob, carry = rest
+        if row0 != 0 or nglob != TT.shape[0]:
+            raise ValueError("the global formulation has no checkpointed adjoint")
+        return GS.adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, Qh, ZI, ZDI, AA, Gm, *rest)
+
+    def history(ma, p, form, TT, ZZ, *rest):
+        return GS.measure_history_g(ga, ma, p, AREF, TT, Qh, *rest)
+
+    return direct, adjoint, history
