@@ -1,7 +1,7 @@
 """OpenMDAO components wrapping workbench responses with exact analytic derivatives."""
 
-from .multibody import (MultibodyResponse, MultibodyResponseMatrixFree, fd_partials_declared,
-                        om_units)
+from .multibody import (MultibodyResponse, MultibodyResponseMatrixFree, StaticResponse,
+                        fd_partials_declared, om_units)
 
-__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "fd_partials_declared",
-           "om_units"]
+__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "StaticResponse",
+           "fd_partials_declared", "om_units"]

@@ -2,10 +2,12 @@
 
 :class:`MultibodyResponse` is an ``ExplicitComponent``: its inputs are named design
 parameters of a workbench model (with their units), its outputs integral objectives
-``psi = int g dt`` of a simulation.  ``compute`` simulates and computes the gradient once
-per design (cached on the input values); ``compute_partials`` hands OpenMDAO that cached
-analytic Jacobian (direct or adjoint method of :func:`workbench.sensitivity.sensitivity`,
-never finite differences).
+``psi = int g dt`` of a simulation.  ``compute`` simulates once per design (cached on the
+input values); ``compute_partials`` computes the analytic Jacobian from that stored
+simulation (direct or adjoint method of :func:`workbench.sensitivity.sensitivity`, never
+finite differences), also cached.  A driver that differences the totals therefore pays
+for simulations only, which keeps the analytic-versus-differences comparison of the
+studies fair.
 
 :class:`MultibodyResponseMatrixFree` is the matrix-free form: ``compute_jacvec_product``
 maps forward mode to the direct method (tangent linear model) and reverse mode to the
@@ -54,7 +56,8 @@ class _Base(om.ExplicitComponent):
         self.options.declare("method", default="auto", values=METHODS,
                              desc="gradient method; auto = direct when fewer parameters "
                                   "than responses, else adjoint")
-        self.options.declare("formulation", default="sr-com", values=("sr-com", "sr-origin"))
+        self.options.declare("formulation", default="sr-com",
+                             values=("sr-com", "sr-origin", "global"))
         self.options.declare("variant", default="discrete", values=("discrete", "continuous"))
         self.options.declare("t_end", default=None, allow_none=True)
         self.options.declare("dt", default=None, allow_none=True)
@@ -85,6 +88,7 @@ class _Base(om.ExplicitComponent):
         for r in self._wb_resp:
             self.add_output(r, val=0.0, desc=f"integral objective {r!r}")
         self._wb_cache = {}
+        self._wb_sims = {}
         self.n_simulations = 0
 
     # -- evaluation ---------------------------------------------------------------------
@@ -98,21 +102,47 @@ class _Base(om.ExplicitComponent):
             return "direct" if len(self._wb_names) < len(self._wb_resp) else "adjoint"
         return m
 
+    def _key(self, inputs):
+        return tuple(float(inputs[nm][0]) for nm in self._wb_names)
+
+    def _simulate(self, inputs):
+        """The simulation and ``psi`` of the design (cached): what ``compute`` needs, so
+        that a driver differencing the totals pays for simulations only."""
+        from workbench.sensitivity import objective_values
+        from workbench.simulate import simulate
+        x = self._key(inputs)
+        if x not in self._wb_sims:
+            if len(self._wb_sims) > 8:
+                self._wb_sims.clear()
+            try:
+                cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
+                meta = getattr(cm.model, "meta", {}) or {}
+                t_end = self.options["t_end"] or meta.get("t_end", 1.0)
+                dt = self.options["dt"] or meta.get("dt", 1e-3)
+                sim = simulate(cm, t_end, dt, self.options["formulation"])
+                psi = objective_values(sim, self._wb_co)
+            except SimulationError as exc:
+                raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
+            self.n_simulations += 1
+            self._wb_sims[x] = (cm, sim, psi)
+        return self._wb_sims[x]
+
     def _evaluate(self, inputs, method):
-        x = tuple(float(inputs[nm][0]) for nm in self._wb_names)
+        """The sensitivity result (gradient) of the design by ``method``, reusing the
+        design's stored simulation (cached)."""
+        x = self._key(inputs)
         key = (x, method)
         if key not in self._wb_cache:
             if len(self._wb_cache) > 8:
                 self._wb_cache.clear()
+            cm, sim, _ = self._simulate(inputs)
             try:
-                cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
                 res = sensitivity(cm, self._co_objectives(), list(self._wb_names), method=method,
                                   variant=self.options["variant"],
                                   formulation=self.options["formulation"],
-                                  t_end=self.options["t_end"], dt=self.options["dt"])
+                                  t_end=float(sim.t[-1]), dt=sim.dt, simulation=sim)
             except SimulationError as exc:
                 raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
-            self.n_simulations += 1
             self._wb_cache[key] = res
         return self._wb_cache[key]
 
@@ -120,9 +150,9 @@ class _Base(om.ExplicitComponent):
         return self.options["objectives"]
 
     def compute(self, inputs, outputs):
-        res = self._evaluate(inputs, self._method())
+        psi = self._simulate(inputs)[2]
         for k, r in enumerate(self._wb_resp):
-            outputs[r] = res.psi[k]
+            outputs[r] = psi[k]
 
 
 class MultibodyResponse(_Base):
@@ -159,6 +189,69 @@ class MultibodyResponseMatrixFree(_Base):
                                         if r in d_outputs)
 
 
+class StaticResponse(om.ExplicitComponent):
+    """Static responses at the equilibrium of the design (ride height, suspension travel:
+    linear combinations of point coordinates, :func:`workbench.statics.static_responses`)
+    with their exact gradient (implicit-function derivative of the equilibrium, no finite
+    differences), cached on the input values.  A failed equilibrium raises
+    ``AnalysisError``."""
+
+    def initialize(self):
+        self.options.declare("model", desc="shipped model name, Model or CompiledModel")
+        self.options.declare("responses", desc="list of workbench Objective with power-1 "
+                                               "position terms (see static_responses)")
+        self.options.declare("parameters", default=None, allow_none=True,
+                             desc="parameter names; default: the model's design_parameters")
+        self.options.declare("units", default=None, allow_none=True,
+                             desc="unit of each response (OpenMDAO spelling), default m")
+
+    def setup(self):
+        from workbench.objectives import compile_objectives
+        from workbench.sensitivity import _parameter_columns
+        model = self.options["model"]
+        self._wb_cm = _compiled(model) if not isinstance(model, CompiledModel) else model
+        names, _, units = _parameter_columns(self._wb_cm, self.options["parameters"])
+        self._wb_names = names
+        self._wb_resp = compile_objectives(self._wb_cm, self.options["responses"]).names
+        values = dict(zip(self._wb_cm.param_names, self._wb_cm.param_values))
+        for nm, u in zip(names, units):
+            self.add_input(nm, val=values[nm], units=om_units(u),
+                           desc=f"workbench parameter {nm!r}")
+        runits = self.options["units"] or {}
+        for r in self._wb_resp:
+            self.add_output(r, val=0.0, units=runits.get(r, "m"),
+                            desc=f"static response {r!r} at equilibrium")
+            self.declare_partials(r, list(names))                  # analytic, exact
+        self._wb_cache = {}
+        self.n_equilibria = 0
+
+    def _evaluate(self, inputs):
+        from workbench.statics import static_responses
+        x = tuple(float(inputs[nm][0]) for nm in self._wb_names)
+        if x not in self._wb_cache:
+            if len(self._wb_cache) > 8:
+                self._wb_cache.clear()
+            try:
+                cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
+                res = static_responses(cm, self.options["responses"], list(self._wb_names))
+            except SimulationError as exc:
+                raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
+            self.n_equilibria += 1
+            self._wb_cache[x] = res
+        return self._wb_cache[x]
+
+    def compute(self, inputs, outputs):
+        res = self._evaluate(inputs)
+        for k, r in enumerate(self._wb_resp):
+            outputs[r] = res.values[k]
+
+    def compute_partials(self, inputs, J):
+        res = self._evaluate(inputs)
+        for k, r in enumerate(self._wb_resp):
+            for j, nm in enumerate(self._wb_names):
+                J[r, nm] = res.gradient[k, j]
+
+
 def fd_partials_declared(problem) -> list:
     """Names of the components of ``problem`` (after setup) that approximate partials by
     finite or complex differences; the workbench's own must never appear here."""
@@ -169,5 +262,5 @@ def fd_partials_declared(problem) -> list:
     return bad
 
 
-__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "om_units",
+__all__ = ["MultibodyResponse", "MultibodyResponseMatrixFree", "StaticResponse", "om_units",
            "fd_partials_declared", "Model"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import openmdao.api as om
 
-from components import MultibodyResponse, om_units
+from components import MultibodyResponse, StaticResponse
 from workbench.errors import ModelError
 
 OPTIMIZERS = ("SLSQP", "L-BFGS-B")
@@ -38,9 +38,42 @@ class Case:
     objectives: list | None = None
     t_end: float | None = None
     dt: float | None = None
+    #: ``"dynamic"``: integral objectives of a simulation (:class:`MultibodyResponse`);
+    #: ``"static"``: static responses at the equilibrium of the design
+    #: (:class:`StaticResponse`; ``objectives`` are then power-1 position terms)
+    kind: str = "dynamic"
+    #: load-time values for :func:`workbench.catalog.load` (e.g. a maneuver's start ``x0``)
+    load: dict | None = None
 
     def output(self, name: str) -> str:
         return f"{self.label}_{name}" if self.label else name
+
+    def model_object(self):
+        """The case's model (a fresh :class:`workbench.Model`)."""
+        from workbench import catalog
+        return catalog.load(self.model, **(self.load or {}))
+
+    def compiled(self, design: dict | None = None):
+        return self.model_object().compile(design or {})
+
+    def component(self, spec: "StudySpec"):
+        """The OpenMDAO component of this case and the names of its responses."""
+        from workbench.objectives import compile_objectives
+        from workbench.sensitivity import _resolve_objectives
+        cm = self.compiled()
+        if self.kind == "static":
+            comp = StaticResponse(model=cm, responses=self.objectives,
+                                  parameters=spec.parameters)
+            names = compile_objectives(cm, self.objectives).names
+        elif self.kind == "dynamic":
+            comp = MultibodyResponse(model=cm, objectives=self.objectives,
+                                     parameters=spec.parameters, t_end=self.t_end,
+                                     dt=self.dt, formulation=spec.formulation)
+            names = _resolve_objectives(cm, self.objectives).names
+        else:
+            raise ModelError(f"case {self.label!r}: kind must be 'dynamic' or 'static', "
+                             f"got {self.kind!r}")
+        return comp, names
 
 
 @dataclass
@@ -48,7 +81,8 @@ class StudySpec:
     """What a study optimises.
 
     ``objective``: weights per response (the driver minimises ``sum w_k psi_k``);
-    ``constraints``: ``{response: upper bound}`` (SLSQP only; L-BFGS-B takes bounds only);
+    ``constraints``: ``{response: upper}`` or ``{response: (lower, upper)}`` (either may be
+    None; SLSQP only, L-BFGS-B takes bounds only);
     ``bounds``: ``{parameter: (lower, upper)}`` in the parameter's unit.
     """
 
@@ -76,13 +110,8 @@ def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool =
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}")
     prob = om.Problem(name=f"{spec.name}-{optimizer}{'-fd' if fd else ''}".replace(".", ""),
                       reports=False)
-    from workbench.sensitivity import _resolve_objectives
-    from workbench.simulate import _compiled
     for i, case in enumerate(spec.all_cases()):
-        comp = MultibodyResponse(model=case.model, objectives=case.objectives,
-                                 parameters=spec.parameters, t_end=case.t_end, dt=case.dt,
-                                 formulation=spec.formulation)
-        outs = _resolve_objectives(_compiled(case.model), case.objectives).names
+        comp, outs = case.component(spec)
         prob.model.add_subsystem(f"mb{i}", comp, promotes_inputs=["*"],
                                  promotes_outputs=[(o, case.output(o)) for o in outs])
     terms = " + ".join(f"{float(w)!r} * {r}" for r, w in spec.objective.items())
@@ -92,8 +121,9 @@ def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool =
         prob.model.add_design_var(nm, lower=lo, upper=hi, ref=max(abs(lo), abs(hi)))
     prob.model.add_objective("J")
     if optimizer == "SLSQP":
-        for r, ub in spec.constraints.items():
-            prob.model.add_constraint(r, upper=ub, ref=abs(ub) or 1.0)
+        for r, (lo, ub) in constraint_bounds(spec).items():
+            ref = max(abs(lo or 0.0), abs(ub or 0.0)) or 1.0
+            prob.model.add_constraint(r, lower=lo, upper=ub, ref=ref)
     prob.driver = om.ScipyOptimizeDriver(optimizer=optimizer, maxiter=maxiter, tol=1e-8,
                                          disp=False)
     if recorder_path is not None:
@@ -106,6 +136,25 @@ def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool =
         prob.model.approx_totals(method="fd", step=1e-6, form="central", step_calc="rel")
     prob.setup()
     return prob
+
+
+def constraint_bounds(spec_or_summary) -> dict:
+    """``{response: (lower or None, upper or None)}`` of a spec's (or a recorded
+    summary's) constraints; a bare number is an upper bound."""
+    cons = (spec_or_summary.constraints if isinstance(spec_or_summary, StudySpec)
+            else spec_or_summary["constraints"])
+    out = {}
+    for r, b in cons.items():
+        lo, ub = (None, b) if not isinstance(b, (tuple, list)) else tuple(b)
+        out[r] = (None if lo is None else float(lo), None if ub is None else float(ub))
+    return out
+
+
+def violation(bounds: tuple, value: float) -> float:
+    """How far ``value`` lies outside ``(lower, upper)`` (0 inside)."""
+    lo, ub = bounds
+    return max(0.0, (value - ub) if ub is not None else 0.0,
+               (lo - value) if lo is not None else 0.0)
 
 
 def _design(prob, spec):
@@ -122,11 +171,11 @@ def _run(prob, spec, echo):
         f = orig(x_new)
         it["n"] += 1
         viol = 0.0
-        for r, ub in (spec.constraints.items() if prob.driver.options["optimizer"] == "SLSQP"
-                      else []):
-            viol = max(viol, float(prob.get_val(r)[0]) - ub)
+        for r, b in (constraint_bounds(spec).items()
+                     if prob.driver.options["optimizer"] == "SLSQP" else []):
+            viol = max(viol, violation(b, float(prob.get_val(r)[0])))
         echo(f"  evaluation {it['n']:3d}  objective {float(prob.get_val('J')[0]):.6g}  "
-             f"max constraint violation {max(viol, 0.0):.3g}")
+             f"max constraint violation {viol:.3g}")
         return f
 
     prob.driver._objfunc = objfunc
@@ -163,19 +212,27 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
     x1 = _design(prob, spec)
     J1 = float(prob.get_val("J")[0])
     resp1 = {r: float(prob.get_val(r)[0]) for r in list(spec.objective) + list(spec.constraints)}
+    viol1 = max([violation(b, resp1[r]) for r, b in constraint_bounds(spec).items()]
+                if optimizer == "SLSQP" else [0.0], default=0.0)
     # gradient check at the optimum: analytic vs central differences of the simulation
-    from workbench import catalog
     from workbench.sensitivity import sensitivity
+    from workbench.statics import static_responses
     gcheck = []
     for case in spec.all_cases():
-        cm = catalog.load(case.model).compile(x1)
-        kw = dict(objectives=case.objectives, parameters=spec.parameters, t_end=case.t_end,
-                  dt=case.dt, formulation=spec.formulation)
-        an = sensitivity(cm, **kw, method="adjoint")
-        fdg = sensitivity(cm, **kw, method="fd")
+        cm = case.compiled(x1)
+        if case.kind == "static":
+            an = static_responses(cm, case.objectives, spec.parameters)
+            fdg = static_responses(cm, case.objectives, spec.parameters, method="fd")
+            resp = an.responses
+        else:
+            kw = dict(objectives=case.objectives, parameters=spec.parameters,
+                      t_end=case.t_end, dt=case.dt, formulation=spec.formulation)
+            an = sensitivity(cm, **kw, method="adjoint")
+            fdg = sensitivity(cm, **kw, method="fd")
+            resp = an.objectives
         gcheck += [{"response": case.output(r), "parameter": p,
                     "analytic": float(an.gradient[k, j]), "fd": float(fdg.gradient[k, j])}
-                   for k, r in enumerate(an.objectives) for j, p in enumerate(an.parameters)]
+                   for k, r in enumerate(resp) for j, p in enumerate(an.parameters)]
     prob.cleanup()
     fdrun = None
     if compare_fd:
@@ -193,7 +250,9 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
                "design_initial": x0, "design_final": x1,
                "bounds": {k: list(v) for k, v in spec.bounds.items()},
                "responses_initial": resp0, "responses_final": resp1,
-               "constraints": spec.constraints if optimizer == "SLSQP" else {},
+               "constraints": ({r: list(b) for r, b in constraint_bounds(spec).items()}
+                               if optimizer == "SLSQP" else {}),
+               "max_constraint_violation": viol1,
                "objective_weights": spec.objective,
                "wall_time_s": wall, "simulations": nsim,
                "t_end": spec.t_end, "dt": spec.dt, "formulation": spec.formulation,
@@ -203,7 +262,9 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
     (out / "summary.json").write_text(json.dumps(
         {k: summary[k] for k in ("optimizer", "success", "iterations", "objective_initial",
                                  "objective_final", "design_initial", "design_final",
-                                 "wall_time_s")} | {"study": spec.name, "simulations": nsim,
+                                 "wall_time_s", "max_constraint_violation",
+                                 "responses_initial", "responses_final", "constraints")}
+        | {"study": spec.name, "simulations": nsim,
                                                     "fd_comparison": fdrun}, indent=2))
     with sqlite3.connect(db) as con:
         con.execute("CREATE TABLE IF NOT EXISTS workbench_study (json TEXT)")
@@ -237,7 +298,8 @@ def write_report(db: Path, echo=print) -> Path:
     cr = om.CaseReader(str(db))
     cases = cr.get_cases("driver", recurse=False)
     Jh = [float(c.get_objectives()["J"][0]) for c in cases]
-    cons = {r: [float(c.get_val(r)[0]) for c in cases] for r in S["constraints"]}
+    cbounds = constraint_bounds(S)
+    cons = {r: [float(c.get_val(r)[0]) for c in cases] for r in cbounds}
     fig, ax = plt.subplots(1, 2 if cons else 1, figsize=(10 if cons else 6, 3.5),
                            squeeze=False)
     ax[0, 0].plot(range(len(Jh)), Jh, "o-")
@@ -246,28 +308,44 @@ def write_report(db: Path, echo=print) -> Path:
     ax[0, 0].set_title(f"{S['study']} ({S['optimizer']})")
     if cons:
         for r, h in cons.items():
-            ax[0, 1].plot(range(len(h)), np.array(h) / S["constraints"][r], "o-", label=r)
-        ax[0, 1].axhline(1.0, color="k", lw=0.8)
-        ax[0, 1].set_ylabel("constraint / bound")
+            lo, ub = cbounds[r]
+            # signed distance to the active side, relative to the bound (<= 0: satisfied)
+            scale = max(abs(lo or 0.0), abs(ub or 0.0)) or 1.0
+            g = [max((v - ub) if ub is not None else -np.inf,
+                     (lo - v) if lo is not None else -np.inf) / scale for v in h]
+            ax[0, 1].plot(range(len(h)), g, "o-", label=r)
+        ax[0, 1].axhline(0.0, color="k", lw=0.8)
+        ax[0, 1].set_ylabel("(value - bound) / |bound|  (<= 0 satisfied)")
         ax[0, 1].legend()
     fig.tight_layout()
     fig.savefig(out / "history.png", dpi=110)
     plt.close(fig)
-    # baseline versus optimum time histories (re-simulated: the recording holds the designs)
+    # baseline versus optimum time histories of the measures behind each dynamic response
+    # (re-simulated: the recording holds the designs)
     from workbench import catalog, simulate
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    case = (S.get("cases") or [{"model": S["model"], "t_end": S["t_end"], "dt": S["dt"]}])[0]
-    for lab, x in (("baseline", S["design_initial"]), ("optimum", S["design_final"])):
-        cm = catalog.load(case["model"]).compile(x)
-        meta = getattr(cm.model, "meta", {}) or {}
-        t_end = case["t_end"] or meta.get("t_end", 1.0)
-        dt = case["dt"] or meta.get("dt", 1e-3)
-        res = simulate(cm, t_end, dt, S["formulation"])
-        for j, nm in enumerate(res.dof_names[:6]):
-            ax.plot(res.t, res.zi[:, j], label=f"{nm} ({lab})", ls="-" if lab == "optimum" else "--")
-    ax.set_xlabel("t [s]")
-    ax.set_ylabel("degrees of freedom")
-    ax.legend(fontsize=7)
+    from workbench.objectives import model_objectives
+    from workbench.sensitivity import _resolve_objectives, measure_values
+    dyn = [c for c in (S.get("cases") or [{"label": "", "model": S["model"], "t_end": S["t_end"],
+                                            "dt": S["dt"]}]) if c.get("kind", "dynamic") == "dynamic"]
+    fig, axs = plt.subplots(len(dyn), 1, figsize=(7, 3.0 * len(dyn)), squeeze=False)
+    for ax, case in zip(axs[:, 0], dyn):
+        for lab, x in (("baseline", S["design_initial"]), ("optimum", S["design_final"])):
+            cm = catalog.load(case["model"], **(case.get("load") or {})).compile(x)
+            meta = getattr(cm.model, "meta", {}) or {}
+            t_end = case["t_end"] or meta.get("t_end", 1.0)
+            dt = case["dt"] or meta.get("dt", 1e-3)
+            res = simulate(cm, t_end, dt, S["formulation"])
+            co = _resolve_objectives(cm, model_objectives(cm.model))
+            MV = measure_values(res, co)
+            for t in range(min(MV.shape[1], 3)):
+                kind = {0: "position", 1: "velocity", 2: "acceleration", 3: "angular velocity",
+                        4: "angular velocity (body)"}.get(int(co.ms_type[t]), "measure")
+                ax.plot(res.t, MV[:, t], ls="-" if lab == "optimum" else "--",
+                        label=f"{co.names[co.term_obj[t]]}: {kind} ({lab})")
+        ax.set_xlabel("t [s]")
+        ax.set_title(f"{case['model']}" + (f" ({case['label']})" if case.get("label") else ""),
+                     fontsize=9)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "histories.png", dpi=110)
     plt.close(fig)
@@ -285,11 +363,15 @@ def write_report(db: Path, echo=print) -> Path:
     for nm, x0 in S["design_initial"].items():
         lo, hi = S["bounds"][nm]
         lines.append(f"| {nm} | {lo:.6g} | {x0:.6g} | {S['design_final'][nm]:.6g} | {hi:.6g} |")
-    if S["constraints"]:
-        lines += ["", "| constraint | bound | initial | final |", "|---|---|---|---|"]
-        for r, ub in S["constraints"].items():
-            lines.append(f"| {r} <= | {ub:.6g} | {S['responses_initial'][r]:.6g} | "
-                         f"{S['responses_final'][r]:.6g} |")
+    if cbounds:
+        fmt = lambda v: "" if v is None else f"{v:.6g}"                       # noqa: E731
+        lines += ["", "| constraint | lower | upper | initial | final | satisfied |",
+                  "|---|---|---|---|---|---|"]
+        for r, b in cbounds.items():
+            v1 = S["responses_final"][r]
+            lines.append(f"| {r} | {fmt(b[0])} | {fmt(b[1])} | "
+                         f"{S['responses_initial'][r]:.6g} | {v1:.6g} | "
+                         f"{'yes' if violation(b, v1) <= 1e-6 * (abs(b[1] or b[0]) or 1) else 'NO'} |")
     lines += ["", "![objective history](history.png)", "",
               "![baseline vs optimum](histories.png)", "",
               "## Gradient check at the optimum", "",

@@ -744,6 +744,8 @@ def _add_study(sub):
     p.add_argument("--maxiter", type=int, default=50)
     p.add_argument("--t-end", type=float, default=None)
     p.add_argument("--dt", type=float, default=None)
+    p.add_argument("--formulation", default=None, choices=("sr-com", "sr-origin", "global"),
+                   help="dynamics formulation (default sr-com)")
     p.add_argument("--no-fd-comparison", action="store_true",
                    help="skip the comparison run with finite-difference gradients")
     p.add_argument("--starts", type=int, default=1,
@@ -759,7 +761,8 @@ def _cmd_study(args) -> int:
     if args.name not in STUDIES:
         from .errors import UnknownNameError
         raise UnknownNameError("study", args.name, list(STUDIES))
-    kw = {k: v for k, v in (("t_end", args.t_end), ("dt", args.dt)) if v is not None}
+    kw = {k: v for k, v in (("t_end", args.t_end), ("dt", args.dt),
+                            ("formulation", args.formulation)) if v is not None}
     if args.starts > 1:
         from studies.core import run_multistart
         run_multistart(args.name, args.optimizer, args.starts, workers=args.workers,

@@ -254,6 +254,9 @@ class CompiledModel:
     conservative : bool
         True when there is no damping, no applied load, no drive and no tire, so the
         mechanical energy must be conserved.
+    initial_state : str
+        ``"given"``, ``"equilibrium"`` (re-solved for every design before a run) or
+        ``"equilibrium (solved)"``.
     """
 
     model: Model
@@ -277,6 +280,12 @@ class CompiledModel:
     point_index: dict
     field_where: tuple
     spring_names: tuple = ()
+    #: ``"given"``: start from ``zi0``/``z_guess``; ``"equilibrium"``: every simulation
+    #: and sensitivity of this design first solves its static equilibrium and starts there
+    #: (model meta ``initial_state = "equilibrium"``, see :func:`workbench.statics.
+    #: equilibrium_start`); ``"equilibrium (solved)"``: ``zi0``/``z_guess`` are that
+    #: equilibrium.
+    initial_state: str = "given"
 
     @property
     def name(self) -> str:
@@ -635,4 +644,6 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         point_names=tuple(B.pt_names), constraint_names=tuple(c_names),
         dof_names=tuple(dof_names), z_guess=z_guess, zd_guess=zd_guess, zi0=zi0, zdi0=zdi0,
         conservative=conservative, point_index=point_index, field_where=tuple(B.where),
-        spring_names=tuple(model.springs))
+        spring_names=tuple(model.springs),
+        initial_state=("equilibrium" if (model.meta or {}).get("initial_state") == "equilibrium"
+                       else "given"))

@@ -29,6 +29,17 @@ dependent coordinates and of ``R^Phi`` for a non-constant ``B``) come from hand-
 tangent kernels (:mod:`workbench._tangent`, :mod:`workbench._sens`); there is no finite
 difference in the direct or adjoint path.
 
+Initial state
+-------------
+A model whose ``initial_state`` is ``"equilibrium"`` (model meta of the buggy maneuver
+files, loaded by name or compiled from the file) starts every design from ITS OWN static
+equilibrium: :func:`sensitivity` solves it (:func:`workbench.statics.equilibrium_start`)
+and seeds the sweeps with its exact derivative ``dz^i_0/drho = -Kbar^+ dr/drho`` (implicit
+function theorem on ``Qbar = 0``, exact ``Kbar``); the finite differences re-solve the
+equilibrium of every perturbed design.  A model prepared with
+:func:`workbench.vehicle.prepare` (``"equilibrium (applied)"``, as ``workbench reproduce``
+uses) instead holds the nominal equilibrium fixed for every design.
+
 Adjoint memory
 --------------
 With full storage the forward trajectory and, per step, the measures, the integrand
@@ -180,6 +191,19 @@ def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
                      for j in range(Gm.shape[1])], dtype=np.int64)
 
 
+def _start(cm: CompiledModel, Gm, formulation):
+    """The compiled model to integrate and ``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: for a
+    model starting from static equilibrium (``cm.initial_state == "equilibrium"``) the
+    equilibrium of this design and its implicit-function derivative
+    (:func:`workbench.statics.equilibrium_start`; the velocities are given data), else
+    :func:`_initial_sensitivities`."""
+    if cm.initial_state == "equilibrium":
+        from .statics import equilibrium_start
+        cm, SZ0 = equilibrium_start(cm, Gm, formulation)
+        return cm, np.ascontiguousarray(SZ0), np.zeros_like(SZ0)
+    return (cm, *_initial_sensitivities(cm, Gm))
+
+
 def _initial_sensitivities(cm: CompiledModel, Gm):
     """``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: nonzero only for point-coordinate DOF whose
     initial value is read from the initial configuration (no explicit ``value``)."""
@@ -229,8 +253,9 @@ def _sweeps(cm, sim, co):
     return S.direct_sweep, S.adjoint_sweep, S.measure_history
 
 
-def objective_values(sim, co) -> np.ndarray:
-    """``psi`` of a simulation result (trapezoidal quadrature on the output grid)."""
+def measure_values(sim, co) -> np.ndarray:
+    """The measures of compiled objectives ``co`` along a simulation, ``(N, n_measures)``
+    (one column per term, in the order of ``co.ms_type``)."""
     cm = sim.compiled
     ma = cm.arrays
     N = len(sim.t)
@@ -240,6 +265,14 @@ def objective_values(sim, co) -> np.ndarray:
                             sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
     raise_for_status(cm, st, float(sim.t[min(k, N - 1)]), 0.0, -1,
                      f"model {cm.name!r}, objective evaluation")
+    return MV
+
+
+def objective_values(sim, co) -> np.ndarray:
+    """``psi`` of a simulation result (trapezoidal quadrature on the output grid)."""
+    cm = sim.compiled
+    N = len(sim.t)
+    MV = measure_values(sim, co)
     g, _ = co.integrand_partials(MV)
     psi = _weights(N, sim.dt) @ g
     values = dict(zip(cm.param_names, cm.param_values))
@@ -299,13 +332,15 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     if checkpoint_steps is not None and formulation == "global":
         raise ValueError("checkpoint_steps: the global formulation stores the whole "
                          "trajectory (no checkpointed adjoint)")
+    t0 = _time.perf_counter()
+    cm, SZ0, SV0 = _start(cm, Gm, formulation)
+    t_start = _time.perf_counter() - t0
     if method == "adjoint" and simulation is None and formulation != "global":
         seg = _segment_length(cm, co, len(names), t_end, dt, checkpoint_steps,
                               memory_limit_mb)
         if seg is not None:
             return _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end,
-                                         dt, variant, seg, values)
-    t0 = _time.perf_counter()
+                                         dt, variant, seg, values, SZ0, SV0)
     sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
     t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
     if simulation is None:
@@ -314,7 +349,6 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     N = len(sim.t)
     nm, no, npar = co.n_measures, len(co.names), len(names)
     W = _weights(N, dt)
-    SZ0, SV0 = _initial_sensitivities(cm, Gm)
     pkin = kinematic_parameters(cm, Gm)
     pskip = reverse_parameters(cm, Gm) if method == "adjoint" else np.zeros_like(pkin)
     args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, co.ms_type, co.ms_a,
@@ -361,7 +395,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         model=cm.name, method=method, variant=variant, formulation=formulation,
         objectives=co.names, parameters=names, units=units, psi=psi, gradient=grad, t=sim.t,
         running=running,
-        timings={"simulation_s": t_sim, "sensitivity_s": t_sens, "total_s": t_sim + t_sens},
+        timings={"simulation_s": t_sim, "sensitivity_s": t_sens,
+                 "total_s": t_sim + t_sens, "equilibrium_s": t_start},
         simulation=sim)
 
 
@@ -385,7 +420,7 @@ def _segment_length(cm, co, npar, t_end, dt, checkpoint_steps, memory_limit_mb):
 
 
 def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt, variant,
-                          seg, values):
+                          seg, values, SZ0, SV0):
     """Adjoint with checkpointing: the forward run keeps only the states at every
     ``seg``-th step (with the predictor state, so a segment re-run reproduces its rows bit
     for bit); the backward sweep re-runs one segment at a time and carries the adjoint
@@ -400,7 +435,6 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     nseg = len(bounds) - 1
     pkin = kinematic_parameters(cm, Gm)
     pskip = reverse_parameters(cm, Gm)
-    SZ0, SV0 = _initial_sensitivities(cm, Gm)
 
     def rows_of(s):
         k0, k1 = bounds[s], bounds[s + 1]

@@ -140,11 +140,19 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         Matrix-R formulation in natural coordinates (:mod:`workbench.natural`) on the same
         independent coordinates (``result.natural = (q history, angle branches)``).
 
+    A model whose ``initial_state`` is ``"equilibrium"`` (model meta; the buggy maneuver
+    files) starts from the static equilibrium of its current design
+    (:func:`workbench.statics.equilibrium_start`), positions only; velocities are the
+    model's.
+
     Raises
     ------
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
     cm = _compiled(model)
+    if cm.initial_state == "equilibrium":
+        from .statics import equilibrium_start
+        cm = equilibrium_start(cm, None, formulation)[0]
     form = formulation_code(formulation)
     if not (dt > 0 and np.isfinite(dt)):
         raise ValueError(f"time step must be positive, got {dt!r}")

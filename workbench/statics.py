@@ -32,7 +32,9 @@ import numpy as np
 
 from . import _kernels as K
 from . import _matrixr as MR
-from .errors import (AssemblyError, NewtonConvergenceError, SingularConfigurationError)
+from . import _sens as S
+from .errors import (AssemblyError, ModelError, NewtonConvergenceError,
+                     SingularConfigurationError)
 from .kinematics import state_terms
 from .model import Model
 
@@ -40,6 +42,8 @@ from .model import Model
 REL_TOL = 1e-10
 #: largest change of any independent coordinate in one Newton step (m or rad)
 MAX_STEP = 0.02
+#: measure codes of :mod:`workbench._sens` a static response may use (positions)
+_STATIC_MEASURES = (S.MS_POS, S.MS_COORD)
 
 
 @dataclass
@@ -118,7 +122,6 @@ def exact_stiffness(cm, t, zi, z, formulation="sr-com"):
     Jacobians (:func:`workbench._sens.step_jacobians` with ``a = 0``, ``zd^i = 0``), which
     includes the geometric stiffness (configuration dependence of ``R``, ``M`` and of the
     elements' Jacobians) that :func:`projected_stiffness` omits."""
-    from . import _sens as S
     from .kinematics import formulation_code
     ma = cm.arrays
     d = cm.d
@@ -233,4 +236,167 @@ def at_equilibrium(model: Model, parameters: dict | None = None,
     return out
 
 
-__all__ = ["EquilibriumResult", "equilibrium", "at_equilibrium"]
+def _jacobians(cm, t, zi, z, Gm, co=None, formulation="sr-com"):
+    """Exact ``Jr = [dr/dZ | dr/dV | dr/drho]`` of the step residual and
+    ``Jm = dm/d[Z, V, A, rho]`` of the measures of ``co`` at the static state ``(zi, z)``
+    (zero velocities and accelerations, so ``r = -Qbar``); also the measure values."""
+    from .kinematics import formulation_code
+    from .sensitivity import kinematic_parameters
+    ma = cm.arrays
+    d, n, npar = cm.d, z.shape[0], Gm.shape[1]
+    i64 = np.zeros(0, dtype=np.int64)
+    ms = (co.ms_type, co.ms_a, co.ms_c) if co is not None else (i64, i64, i64)
+    nm = ms[0].shape[0]
+    Jr = np.zeros((d, 2 * d + npar))
+    Jm = np.zeros((nm, 3 * d + npar))
+    mval = np.zeros(nm)
+    st = S.step_jacobians(ma, ma.p, formulation_code(formulation), float(t),
+                          np.asarray(zi, float), np.zeros(d), np.zeros(d), z.copy(),
+                          np.ascontiguousarray(Gm, dtype=float), kinematic_parameters(cm, Gm),
+                          np.zeros(npar, dtype=np.int64), *ms, Jr, np.zeros((d, d)), Jm,
+                          mval, np.zeros((n, d)), np.zeros(n), np.zeros(n))
+    if st != MR.OK:
+        from .kinematics import raise_for_status
+        raise_for_status(cm, st, float(t), 0.0, -1,
+                         f"model {cm.name!r}, derivatives at the static equilibrium")
+    return Jr, Jm, mval
+
+
+#: singular values of the exact stiffness below this fraction of the largest are treated
+#: as the free directions of the equilibrium (horizontal position, heading, wheel spins)
+STIFFNESS_RCOND = 1e-9
+
+
+def equilibrium_sensitivity(cm, eq: EquilibriumResult, Gm, formulation="sr-com",
+                            t: float = 0.0) -> np.ndarray:
+    """``dz^i_eq / drho`` (d x np) of a static equilibrium by the implicit function theorem
+    on ``Qbar(z^i, rho) = 0``: ``Kbar dz^i = dQbar/drho`` with the exact ``Kbar`` and
+    ``dQbar/drho`` of :func:`workbench._sens.step_jacobians` (the ``r = Mbar a - Qbar``
+    residual at ``a = 0``, zero velocities).  Free directions of the equilibrium (where
+    ``Qbar`` vanishes identically, e.g. a vehicle's horizontal position, heading and wheel
+    spins) get zero: the minimum-norm least-squares solution, matching
+    :func:`equilibrium`, which leaves them at their starting values."""
+    d = cm.d
+    Jr, _, _ = _jacobians(cm, t, eq.zi, eq.z, Gm, None, formulation)
+    return -np.linalg.lstsq(Jr[:, :d], Jr[:, 2 * d:], rcond=STIFFNESS_RCOND)[0]
+
+
+def equilibrium_start(cm, Gm=None, formulation="sr-com"):
+    """For a compiled model with ``initial_state == "equilibrium"``: a copy whose
+    ``zi0``/``z_guess`` are the static equilibrium of ITS design (parameters included),
+    and, when ``Gm`` (field x parameter map) is given, ``dz^i_0/drho`` of that start
+    (:func:`equilibrium_sensitivity`), else None.  Other models are returned unchanged
+    (with None).  Initial velocities are the model's."""
+    import dataclasses
+    if cm.initial_state != "equilibrium":
+        return cm, None
+    eq = equilibrium(cm, formulation="sr-com" if formulation == "global" else formulation)
+    out = dataclasses.replace(cm, zi0=eq.zi.copy(), z_guess=eq.z.copy(),
+                              initial_state="equilibrium (solved)")
+    SZ = None
+    if Gm is not None:
+        SZ = equilibrium_sensitivity(cm, eq, Gm,
+                                     "sr-com" if formulation == "global" else formulation)
+    return out, SZ
+
+
+@dataclass
+class StaticResult:
+    """Static responses at the equilibrium of a design and their exact gradient.
+
+    Attributes
+    ----------
+    responses, parameters, units : tuple of str
+    values : ndarray (nr,)
+        Each response: ``sum_k w_k m_k`` over its terms (``m_k`` a measure at equilibrium;
+        ``relative`` terms minus the same measure in the model's given configuration).
+    gradient : ndarray (nr, np)
+        ``d values / d rho`` (per unit of each parameter), exact: the implicit-function
+        derivative of the equilibrium (:func:`equilibrium_sensitivity`) chained with the
+        measures' exact partials.
+    equilibrium : EquilibriumResult
+    """
+
+    model: str
+    responses: tuple
+    parameters: tuple
+    units: tuple
+    values: np.ndarray
+    gradient: np.ndarray
+    equilibrium: EquilibriumResult
+    method: str = "exact"
+
+    def to_frame(self):
+        import pandas as pd
+        return pd.DataFrame([{"response": r, "parameter": p, "unit": u,
+                              "value": self.values[k], "gradient": self.gradient[k, j]}
+                             for k, r in enumerate(self.responses)
+                             for j, (p, u) in enumerate(zip(self.parameters, self.units))])
+
+
+def static_responses(model, responses, parameters=None, formulation: str = "sr-com",
+                     method: str = "exact", fd_step: float = 1e-6) -> StaticResult:
+    """Static responses of ``model`` at its static equilibrium and their gradient.
+
+    Parameters
+    ----------
+    model : Model, CompiledModel or str
+    responses : list of :class:`workbench.objectives.Objective`
+        Each a sum of ``power = 1`` terms on position measures (point coordinates, joint
+        coordinates), e.g. a suspension's static travel
+        ``z(chassis.fl_coil_top) - z(fl_wheel.c)`` relative to the design configuration.
+    parameters : list of str, optional
+        Default: the model's ``design_parameters``.
+    method : {"exact", "fd"}
+        ``"fd"``: central differences of re-solved equilibria (a check, not a product
+        path), relative step ``fd_step``.
+    """
+    from .objectives import compile_objectives
+    from .sensitivity import _initial_sensitivities, _parameter_columns
+    cm = _compiled(model)
+    names, Gm, units = _parameter_columns(cm, parameters)
+    co = compile_objectives(cm, responses)
+    if co.param_terms or np.any(co.power != 1.0):
+        raise ModelError(f"model {cm.name!r}: static responses are linear in the measures "
+                         "(power 1, no parameter terms)")
+    bad = [int(c) for c in co.ms_type if c not in _STATIC_MEASURES]
+    if bad:
+        raise ModelError(f"model {cm.name!r}: static responses take positions and "
+                         "coordinates only (no velocities, accelerations or angular rates)")
+    nr, npar = len(co.names), len(names)
+
+    def values_at(c):
+        eq = equilibrium(c, formulation="sr-com" if formulation == "global" else formulation)
+        _, Jm, mval = _jacobians(c, 0.0, eq.zi, eq.z, Gm, co)
+        _, Jm0, mval0 = _jacobians(c, 0.0, c.zi0, c.z_guess, Gm, co)
+        m = mval - co.relative * mval0
+        vals = np.zeros(nr)
+        np.add.at(vals, co.term_obj, co.weight * m)
+        return vals, eq, Jm, Jm0
+
+    vals, eq, Jm, Jm0 = values_at(cm)
+    d = cm.d
+    if method == "exact":
+        SZ = equilibrium_sensitivity(cm, eq, Gm)
+        SZ0, _ = _initial_sensitivities(cm, Gm)
+        dm = Jm[:, :d] @ SZ + Jm[:, 3 * d:]
+        dm0 = Jm0[:, :d] @ SZ0 + Jm0[:, 3 * d:]
+        dm = dm - co.relative[:, None] * dm0
+        grad = np.zeros((nr, npar))
+        np.add.at(grad, co.term_obj, co.weight[:, None] * dm)
+    elif method == "fd":
+        base = dict(zip(cm.param_names, cm.param_values))
+        grad = np.zeros((nr, npar))
+        for j, nm in enumerate(names):
+            delta = fd_step * max(abs(base[nm]), 1e-3)
+            vp = values_at(cm.with_parameters({nm: base[nm] + delta}))[0]
+            vm = values_at(cm.with_parameters({nm: base[nm] - delta}))[0]
+            grad[:, j] = (vp - vm) / (2 * delta)
+    else:
+        raise ValueError(f"unknown method {method!r}; choose 'exact' or 'fd'")
+    return StaticResult(model=cm.name, responses=co.names, parameters=names, units=units,
+                        values=vals, gradient=grad, equilibrium=eq, method=method)
+
+
+__all__ = ["EquilibriumResult", "equilibrium", "at_equilibrium", "equilibrium_start",
+           "equilibrium_sensitivity", "StaticResult", "static_responses"]
