@@ -169,6 +169,8 @@ def test_cli_equilibrium_and_reproduce_dlc(tmp_path, capsys):
     # the acceptance criteria of issue 4: direct = adjoint to 1e-6, = fd to 1e-3
     np.testing.assert_allclose(df["adjoint_sr"], df["direct_sr"], rtol=1e-6)
     np.testing.assert_allclose(df["fd"], df["direct_sr"], rtol=1e-3)
+    # the exact gradient of the re-equilibrated map against its differences, same 1e-3
+    np.testing.assert_allclose(df["fd_reequilibrated"], df["adjoint_sr_eq"], rtol=1e-3)
     tm = json.loads((d / "timings.json").read_text())
     assert {"simulation_s", "direct_s", "adjoint_s", "fd_s", "real_time_factor"} <= set(tm)
     for f in ("report.md", "histories.png", "path.png", "suspension_travel.png",

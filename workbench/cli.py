@@ -741,6 +741,9 @@ def _add_study(sub):
     p.add_argument("name", help="study name")
     p.add_argument("--optimizer", default="SLSQP", choices=("SLSQP", "L-BFGS-B"))
     p.add_argument("--out", default="reports", metavar="DIR")
+    p.add_argument("--subdir", default=None, metavar="SUB",
+                   help="write into DIR/NAME/SUB instead of DIR/NAME (e.g. one folder per "
+                        "optimizer)")
     p.add_argument("--maxiter", type=int, default=50)
     p.add_argument("--t-end", type=float, default=None)
     p.add_argument("--dt", type=float, default=None)
@@ -771,7 +774,8 @@ def _cmd_study(args) -> int:
         return 0
     spec = STUDIES[args.name](**kw)
     run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
-              compare_fd=not args.no_fd_comparison, echo=lambda s: print(s, flush=True))
+              compare_fd=not args.no_fd_comparison, echo=lambda s: print(s, flush=True),
+              subdir=args.subdir)
     return 0
 
 
