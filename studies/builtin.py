@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from workbench import catalog
 from workbench.errors import ModelError, UnknownNameError
 from workbench.sensitivity import objective_values  # noqa: F401  (re-exported for users)
@@ -56,7 +58,7 @@ def five_bar_design(t_end: float = 2.0, dt: float = 1e-3,
     names = list(model.meta["design_parameters"])
     spec = StudySpec(name="five-bar-design", model="five-bar", parameters=names,
                      bounds=_bounds(model, names), objective={}, t_end=t_end, dt=dt,
-                     formulation=formulation, description=five_bar_design.__doc__.strip())
+                     formulation=formulation, description=inspect.cleandoc(five_bar_design.__doc__))
     base = _baseline(spec)
     spec.objective = {r: float(1.0 / v) for r, v in base.items()}
     spec.constraints = {"psi3": float(1.2 * base["psi3"])}
@@ -116,7 +118,7 @@ def buggy_suspension(t_end: float | None = None, dt: float | None = None,
              Case("static", "buggy-step", objectives=suspension_statics(), kind="static")]
     spec = StudySpec(name="buggy-suspension", model="buggy-step", parameters=names,
                      bounds=_bounds(model, names, 0.3, clip=True), objective={}, t_end=t_end, dt=dt,
-                     formulation=formulation, description=buggy_suspension.__doc__.strip(),
+                     formulation=formulation, description=inspect.cleandoc(buggy_suspension.__doc__),
                      cases=cases)
     base = _baseline(spec)
     spec.objective = {k: float(1.0 / v) for k, v in base.items() if k.startswith("step_")}

@@ -281,6 +281,18 @@ def report_from_db(db: str | Path, echo=print) -> Path:
     return write_report(Path(db), echo=echo)
 
 
+def _case_label(c: dict) -> str:
+    """One analysis of a recorded study, for the report."""
+    tag = f"`{c['label']}_*`: " if c.get("label") else ""
+    load = ", ".join(f"{k} = {v:g}" for k, v in (c.get("load") or {}).items())
+    if c.get("kind", "dynamic") == "static":
+        return f"{tag}static equilibrium of `{c['model']}`"
+    span = ", ".join(x for x in (
+        f"t_end = {c['t_end']:g} s" if c.get("t_end") else "t_end of the model file",
+        f"dt = {c['dt']:g} s" if c.get("dt") else "", load) if x)
+    return f"{tag}simulation of `{c['model']}` ({span})"
+
+
 def write_report(db: Path, echo=print) -> Path:
     import matplotlib
     matplotlib.use("Agg")
@@ -343,20 +355,24 @@ def write_report(db: Path, echo=print) -> Path:
                 ax.plot(res.t, MV[:, t], ls="-" if lab == "optimum" else "--",
                         label=f"{co.names[co.term_obj[t]]}: {kind} ({lab})")
         ax.set_xlabel("t [s]")
+        ax.set_ylabel("measure (SI units)")
         ax.set_title(f"{case['model']}" + (f" ({case['label']})" if case.get("label") else ""),
                      fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "histories.png", dpi=110)
     plt.close(fig)
+    import inspect
     lines = [f"# Study `{S['study']}` — {S['optimizer']}", "",
-             S.get("description", ""), "",
-             f"Model `{S['model']}` (see its provenance; shipped benchmark models are "
-             "reconstructions), formulation `{}`, t_end = {}, dt = {}.".format(
-                 S["formulation"], S["t_end"], S["dt"]), "",
+             inspect.cleandoc(S.get("description", "")), "",
+             "Analyses per design (formulation `{}`; shipped benchmark models are "
+             "reconstructions, see each model's provenance): ".format(S["formulation"])
+             + "; ".join(_case_label(c) for c in (S.get("cases") or [
+                 {"label": "", "model": S["model"], "t_end": S["t_end"], "dt": S["dt"]}]))
+             + ".", "",
              f"success: **{S['success']}**, iterations: {S['iterations']}, simulations "
-             f"(each with its analytic gradient): {S['simulations']}, wall time "
-             f"{S['wall_time_s']:.1f} s", "",
+             f"(forward runs; each design's analytic gradient reuses its run): "
+             f"{S['simulations']}, wall time {S['wall_time_s']:.1f} s", "",
              f"objective J = {' + '.join(f'{w:.4g} {r}' for r, w in S['objective_weights'].items())}: "
              f"{S['objective_initial']:.6g} -> {S['objective_final']:.6g}", "",
              "| parameter | lower | initial | optimum | upper |", "|---|---|---|---|---|"]
@@ -372,6 +388,13 @@ def write_report(db: Path, echo=print) -> Path:
             lines.append(f"| {r} | {fmt(b[0])} | {fmt(b[1])} | "
                          f"{S['responses_initial'][r]:.6g} | {v1:.6g} | "
                          f"{'yes' if violation(b, v1) <= 1e-6 * (abs(b[1] or b[0]) or 1) else 'NO'} |")
+    others = [r for r in S.get("responses_final", {})
+              if r not in cbounds and r not in S["objective_weights"]]
+    if others:
+        lines += ["", f"Other responses (not constrained by {S['optimizer']}):", "",
+                  "| response | initial | final |", "|---|---|---|"]
+        lines += [f"| {r} | {S['responses_initial'][r]:.6g} | {S['responses_final'][r]:.6g} |"
+                  for r in others]
     lines += ["", "![objective history](history.png)", "",
               "![baseline vs optimum](histories.png)", "",
               "## Gradient check at the optimum", "",
