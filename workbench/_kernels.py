@@ -109,58 +109,84 @@ def frame_positions(ma, p, z, A, r, u):
     prismatic: ``A_f = A_p C``, ``r_f = r_p + A_p (s + a z)``; fixed: ``A_f = A_p C``.
     ``s`` (the joint location in the parent frame) is read from the field vector.
     """
-    nf = ma.fr_parent.shape[0]
-    eye3 = np.eye(3)
+    # the model arrays are read once (each StructRef member access is reference-counted)
+    # and the parent rotation is held in scalars
+    fr_parent = ma.fr_parent
+    fr_off = ma.fr_off
+    fr_axis = ma.fr_axis
+    fr_type = ma.fr_type
+    fr_coord = ma.fr_coord
+    fr_C = ma.fr_C
+    nf = fr_parent.shape[0]
     for f in range(nf):
-        par = ma.fr_parent[f]
-        o = ma.fr_off[f]
+        par = fr_parent[f]
+        o = fr_off[f]
         s0 = p[o]
         s1 = p[o + 1]
         s2 = p[o + 2]
-        a = ma.fr_axis[f]
-        typ = ma.fr_type[f]
+        a0 = fr_axis[f, 0]
+        a1 = fr_axis[f, 1]
+        a2 = fr_axis[f, 2]
+        typ = fr_type[f]
         q = 0.0
-        if ma.fr_coord[f] >= 0:
-            q = z[ma.fr_coord[f]]
+        c = fr_coord[f]
+        if c >= 0:
+            q = z[c]
         if typ == PRISMATIC:
-            s0 += a[0] * q
-            s1 += a[1] * q
-            s2 += a[2] * q
+            s0 += a0 * q
+            s1 += a1 * q
+            s2 += a2 * q
         if par < 0:
-            Ap = eye3
-            for i in range(3):
-                r[f, i] = 0.0
+            P00, P01, P02 = 1.0, 0.0, 0.0
+            P10, P11, P12 = 0.0, 1.0, 0.0
+            P20, P21, P22 = 0.0, 0.0, 1.0
+            r[f, 0] = 0.0
+            r[f, 1] = 0.0
+            r[f, 2] = 0.0
         else:
-            Ap = A[par]
-            for i in range(3):
-                r[f, i] = r[par, i]
-        for i in range(3):
-            r[f, i] += Ap[i, 0] * s0 + Ap[i, 1] * s1 + Ap[i, 2] * s2
-            u[f, i] = Ap[i, 0] * a[0] + Ap[i, 1] * a[1] + Ap[i, 2] * a[2]
-        C = ma.fr_C[f]
+            P00, P01, P02 = A[par, 0, 0], A[par, 0, 1], A[par, 0, 2]
+            P10, P11, P12 = A[par, 1, 0], A[par, 1, 1], A[par, 1, 2]
+            P20, P21, P22 = A[par, 2, 0], A[par, 2, 1], A[par, 2, 2]
+            r[f, 0] = r[par, 0]
+            r[f, 1] = r[par, 1]
+            r[f, 2] = r[par, 2]
+        r[f, 0] += P00 * s0 + P01 * s1 + P02 * s2
+        r[f, 1] += P10 * s0 + P11 * s1 + P12 * s2
+        r[f, 2] += P20 * s0 + P21 * s1 + P22 * s2
+        u[f, 0] = P00 * a0 + P01 * a1 + P02 * a2
+        u[f, 1] = P10 * a0 + P11 * a1 + P12 * a2
+        u[f, 2] = P20 * a0 + P21 * a1 + P22 * a2
         if typ == REVOLUTE:
             cq = np.cos(q)
             sq = np.sin(q)
             vq = 1.0 - cq
-            R00 = cq + a[0] * a[0] * vq
-            R01 = a[0] * a[1] * vq - a[2] * sq
-            R02 = a[0] * a[2] * vq + a[1] * sq
-            R10 = a[1] * a[0] * vq + a[2] * sq
-            R11 = cq + a[1] * a[1] * vq
-            R12 = a[1] * a[2] * vq - a[0] * sq
-            R20 = a[2] * a[0] * vq - a[1] * sq
-            R21 = a[2] * a[1] * vq + a[0] * sq
-            R22 = cq + a[2] * a[2] * vq
+            R00 = cq + a0 * a0 * vq
+            R01 = a0 * a1 * vq - a2 * sq
+            R02 = a0 * a2 * vq + a1 * sq
+            R10 = a1 * a0 * vq + a2 * sq
+            R11 = cq + a1 * a1 * vq
+            R12 = a1 * a2 * vq - a0 * sq
+            R20 = a2 * a0 * vq - a1 * sq
+            R21 = a2 * a1 * vq + a0 * sq
+            R22 = cq + a2 * a2 * vq
             for j in range(3):
-                c0 = R00 * C[0, j] + R01 * C[1, j] + R02 * C[2, j]
-                c1 = R10 * C[0, j] + R11 * C[1, j] + R12 * C[2, j]
-                c2 = R20 * C[0, j] + R21 * C[1, j] + R22 * C[2, j]
-                for i in range(3):
-                    A[f, i, j] = Ap[i, 0] * c0 + Ap[i, 1] * c1 + Ap[i, 2] * c2
+                C0 = fr_C[f, 0, j]
+                C1 = fr_C[f, 1, j]
+                C2 = fr_C[f, 2, j]
+                c0 = R00 * C0 + R01 * C1 + R02 * C2
+                c1 = R10 * C0 + R11 * C1 + R12 * C2
+                c2 = R20 * C0 + R21 * C1 + R22 * C2
+                A[f, 0, j] = P00 * c0 + P01 * c1 + P02 * c2
+                A[f, 1, j] = P10 * c0 + P11 * c1 + P12 * c2
+                A[f, 2, j] = P20 * c0 + P21 * c1 + P22 * c2
         else:
-            for i in range(3):
-                for j in range(3):
-                    A[f, i, j] = Ap[i, 0] * C[0, j] + Ap[i, 1] * C[1, j] + Ap[i, 2] * C[2, j]
+            for j in range(3):
+                C0 = fr_C[f, 0, j]
+                C1 = fr_C[f, 1, j]
+                C2 = fr_C[f, 2, j]
+                A[f, 0, j] = P00 * C0 + P01 * C1 + P02 * C2
+                A[f, 1, j] = P10 * C0 + P11 * C1 + P12 * C2
+                A[f, 2, j] = P20 * C0 + P21 * C1 + P22 * C2
 
 
 @njit(cache=True)
@@ -210,14 +236,13 @@ def body_inertia(ma, p, A, r, b, g, JG):
     k = ma.b_inr[b]
     J00, J11, J22 = p[k], p[k + 1], p[k + 2]
     J01, J02, J12 = p[k + 3], p[k + 4], p[k + 5]
-    Af = A[f]
     for i in range(3):
         # row i of A Jl
-        a0 = Af[i, 0] * J00 + Af[i, 1] * J01 + Af[i, 2] * J02
-        a1 = Af[i, 0] * J01 + Af[i, 1] * J11 + Af[i, 2] * J12
-        a2 = Af[i, 0] * J02 + Af[i, 1] * J12 + Af[i, 2] * J22
+        a0 = A[f, i, 0] * J00 + A[f, i, 1] * J01 + A[f, i, 2] * J02
+        a1 = A[f, i, 0] * J01 + A[f, i, 1] * J11 + A[f, i, 2] * J12
+        a2 = A[f, i, 0] * J02 + A[f, i, 1] * J12 + A[f, i, 2] * J22
         for j in range(3):
-            JG[i, j] = a0 * Af[j, 0] + a1 * Af[j, 1] + a2 * Af[j, 2]
+            JG[i, j] = a0 * A[f, j, 0] + a1 * A[f, j, 1] + a2 * A[f, j, 2]
     return m
 
 
@@ -415,77 +440,135 @@ def vector_jacobian(ma, A, bcol, k, J):
 
 
 @njit(cache=True)
+def point_kinematics_b(ma, p, A, r, Z, Zd, k, B, s):
+    """:func:`point_kinematics` into rows ``B[s, 0:3]`` = x, v, a (same operations, no
+    row views: each view is reference-counted)."""
+    b = ma.pt_body[k]
+    fld = ma.pt_fld[k]
+    if b < 0:
+        for i in range(3):
+            B[s, 0, i] = p[fld + i]
+            B[s, 1, i] = 0.0
+            B[s, 2, i] = 0.0
+        return
+    o = ma.b_org[b]
+    f = ma.b_frame[b]
+    l0 = p[o] + p[fld]
+    l1 = p[o + 1] + p[fld + 1]
+    l2 = p[o + 2] + p[fld + 2]
+    x0 = r[f, 0] + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    x1 = r[f, 1] + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    x2 = r[f, 2] + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    c0 = w1 * x2 - w2 * x1
+    c1 = w2 * x0 - w0 * x2
+    c2 = w0 * x1 - w1 * x0
+    B[s, 0, 0] = x0
+    B[s, 0, 1] = x1
+    B[s, 0, 2] = x2
+    B[s, 1, 0] = Z[f, 0] + c0
+    B[s, 1, 1] = Z[f, 1] + c1
+    B[s, 1, 2] = Z[f, 2] + c2
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    B[s, 2, 0] = Zd[f, 0] + q1 * x2 - q2 * x1 + w1 * c2 - w2 * c1
+    B[s, 2, 1] = Zd[f, 1] + q2 * x0 - q0 * x2 + w2 * c0 - w0 * c2
+    B[s, 2, 2] = Zd[f, 2] + q0 * x1 - q1 * x0 + w0 * c1 - w1 * c0
+
+
+@njit(cache=True)
+def vector_kinematics_b(ma, A, Z, Zd, k, B, s):
+    """:func:`vector_kinematics` into rows ``B[s, 0:3]`` = e, ed, edd."""
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            B[s, 0, i] = ma.vc_val[k, i]
+            B[s, 1, i] = 0.0
+            B[s, 2, i] = 0.0
+        return
+    f = ma.b_frame[b]
+    c0, c1, c2 = ma.vc_val[k, 0], ma.vc_val[k, 1], ma.vc_val[k, 2]
+    e0 = A[f, 0, 0] * c0 + A[f, 0, 1] * c1 + A[f, 0, 2] * c2
+    e1 = A[f, 1, 0] * c0 + A[f, 1, 1] * c1 + A[f, 1, 2] * c2
+    e2 = A[f, 2, 0] * c0 + A[f, 2, 1] * c1 + A[f, 2, 2] * c2
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    ed0 = w1 * e2 - w2 * e1
+    ed1 = w2 * e0 - w0 * e2
+    ed2 = w0 * e1 - w1 * e0
+    B[s, 0, 0] = e0
+    B[s, 0, 1] = e1
+    B[s, 0, 2] = e2
+    B[s, 1, 0] = ed0
+    B[s, 1, 1] = ed1
+    B[s, 1, 2] = ed2
+    B[s, 2, 0] = q1 * e2 - q2 * e1 + w1 * ed2 - w2 * ed1
+    B[s, 2, 1] = q2 * e0 - q0 * e2 + w2 * ed0 - w0 * ed2
+    B[s, 2, 2] = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
+
+
+@njit(cache=True)
 def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     """Closure constraints at position (level 0), velocity (1) or acceleration (2) level.
 
     Level 1 returns ``Phi_z zdot + Phi_t``; level 2 returns ``Phi_z zddot + dPhi_z/dt zdot +
     Phi_tt`` evaluated with the accelerations in ``Zd`` (so with ``zddot = 0`` it is
-    ``-c`` of seed 001 eq. 21).
+    ``-c`` of seed 001 eq. 21).  Point and vector kinematics go to one buffer
+    ``B[slot, row, :]`` (rows x, v, a or e, ed, edd), not to 3-vector views.
     """
-    nc = ma.c_type.shape[0]
-    _b3 = np.empty((12, 3))  # one allocation for the 3-vectors
-    x1 = _b3[0]
-    v1 = _b3[1]
-    a1 = _b3[2]
-    x2 = _b3[3]
-    v2 = _b3[4]
-    a2 = _b3[5]
-    e1 = _b3[6]
-    ed1 = _b3[7]
-    edd1 = _b3[8]
-    e2 = _b3[9]
-    ed2 = _b3[10]
-    edd2 = _b3[11]
+    c_type = ma.c_type
+    c_i = ma.c_i
+    nc = c_type.shape[0]
+    B = np.empty((3, 3, 3))
     for k in range(nc):
-        typ = ma.c_type[k]
-        ci = ma.c_i[k]
+        typ = c_type[k]
         if typ == C_PTCOMP:
-            point_kinematics(ma, p, A, r, Z, Zd, ci[0], x1, v1, a1)
-            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x2, v2, a2)
-            j = ci[2]
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 0], B, 0)
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 1], B, 1)
+            j = c_i[k, 2]
             if level == 0:
-                out[k] = x1[j] - x2[j]
+                out[k] = B[0, 0, j] - B[1, 0, j]
             elif level == 1:
-                out[k] = v1[j] - v2[j]
+                out[k] = B[0, 1, j] - B[1, 1, j]
             else:
-                out[k] = a1[j] - a2[j]
+                out[k] = B[0, 2, j] - B[1, 2, j]
         elif typ == C_DOTVV:
-            vector_kinematics(ma, A, Z, Zd, ci[0], e1, ed1, edd1)
-            vector_kinematics(ma, A, Z, Zd, ci[1], e2, ed2, edd2)
+            vector_kinematics_b(ma, A, Z, Zd, c_i[k, 0], B, 0)
+            vector_kinematics_b(ma, A, Z, Zd, c_i[k, 1], B, 1)
             s = 0.0
             for i in range(3):
                 if level == 0:
-                    s += e1[i] * e2[i]
+                    s += B[0, 0, i] * B[1, 0, i]
                 elif level == 1:
-                    s += ed1[i] * e2[i] + e1[i] * ed2[i]
+                    s += B[0, 1, i] * B[1, 0, i] + B[0, 0, i] * B[1, 1, i]
                 else:
-                    s += edd1[i] * e2[i] + 2.0 * ed1[i] * ed2[i] + e1[i] * edd2[i]
+                    s += (B[0, 2, i] * B[1, 0, i] + 2.0 * B[0, 1, i] * B[1, 1, i]
+                          + B[0, 0, i] * B[1, 2, i])
             out[k] = s
         elif typ == C_DOTVP:
-            vector_kinematics(ma, A, Z, Zd, ci[0], e1, ed1, edd1)
-            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x1, v1, a1)
-            point_kinematics(ma, p, A, r, Z, Zd, ci[2], x2, v2, a2)
+            vector_kinematics_b(ma, A, Z, Zd, c_i[k, 0], B, 2)
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 1], B, 0)
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 2], B, 1)
             s = 0.0
             for i in range(3):
-                d = x2[i] - x1[i]
-                dd = v2[i] - v1[i]
-                ddd = a2[i] - a1[i]
+                d = B[1, 0, i] - B[0, 0, i]
+                dd = B[1, 1, i] - B[0, 1, i]
+                ddd = B[1, 2, i] - B[0, 2, i]
                 if level == 0:
-                    s += e1[i] * d
+                    s += B[2, 0, i] * d
                 elif level == 1:
-                    s += ed1[i] * d + e1[i] * dd
+                    s += B[2, 1, i] * d + B[2, 0, i] * dd
                 else:
-                    s += edd1[i] * d + 2.0 * ed1[i] * dd + e1[i] * ddd
+                    s += B[2, 2, i] * d + 2.0 * B[2, 1, i] * dd + B[2, 0, i] * ddd
             out[k] = s
         elif typ == C_DIST:
-            point_kinematics(ma, p, A, r, Z, Zd, ci[0], x1, v1, a1)
-            point_kinematics(ma, p, A, r, Z, Zd, ci[1], x2, v2, a2)
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 0], B, 0)
+            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 1], B, 1)
             L = p[ma.c_fld[k]]
             s = 0.0
             for i in range(3):
-                d = x2[i] - x1[i]
-                dd = v2[i] - v1[i]
-                ddd = a2[i] - a1[i]
+                d = B[1, 0, i] - B[0, 0, i]
+                dd = B[1, 1, i] - B[0, 1, i]
+                ddd = B[1, 2, i] - B[0, 2, i]
                 if level == 0:
                     s += d * d
                 elif level == 1:
@@ -496,8 +579,8 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
                 s -= L * L
             out[k] = s
         elif typ == C_DRIVE:
-            f, fd, fdd = time_function(ma, ci[1], t)
-            j = ci[0]
+            f, fd, fdd = time_function(ma, c_i[k, 1], t)
+            j = c_i[k, 0]
             if level == 0:
                 out[k] = z[j] - f
             elif level == 1:
@@ -565,23 +648,22 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
 @njit(cache=True)
 def dof_values(ma, p, A, r, Z, Zd, z, zd, zdd, out_h, out_hd, out_hdd):
     """Values of the degrees of freedom ``h(z)``, their rates and accelerations (seed 001 eq. 12)."""
-    nd = ma.dof_type.shape[0]
-    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
-    x = _b3[0]
-    v = _b3[1]
-    a = _b3[2]
+    dof_type = ma.dof_type
+    dof_i = ma.dof_i
+    nd = dof_type.shape[0]
+    B = np.empty((1, 3, 3))
     for k in range(nd):
-        if ma.dof_type[k] == DOF_COORD:
-            c = ma.dof_i[k, 0]
+        if dof_type[k] == DOF_COORD:
+            c = dof_i[k, 0]
             out_h[k] = z[c]
             out_hd[k] = zd[c]
             out_hdd[k] = zdd[c]
         else:
-            point_kinematics(ma, p, A, r, Z, Zd, ma.dof_i[k, 0], x, v, a)
-            j = ma.dof_i[k, 1]
-            out_h[k] = x[j]
-            out_hd[k] = v[j]
-            out_hdd[k] = a[j]
+            point_kinematics_b(ma, p, A, r, Z, Zd, dof_i[k, 0], B, 0)
+            j = dof_i[k, 1]
+            out_h[k] = B[0, 0, j]
+            out_hd[k] = B[0, 1, j]
+            out_hdd[k] = B[0, 2, j]
 
 
 @njit(cache=True)
@@ -750,10 +832,10 @@ def body_origin_inertia(m, g, JG, Mb):
         for j in range(3):
             Mb[i, 3 + j] = -m * gt[i, j]
             Mb[3 + i, j] = m * gt[i, j]
-    Jb = JG - m * (gt @ gt)
     for i in range(3):
         for j in range(3):
-            Mb[3 + i, 3 + j] = Jb[i, j]
+            gg = gt[i, 0] * gt[0, j] + gt[i, 1] * gt[1, j] + gt[i, 2] * gt[2, j]
+            Mb[3 + i, 3 + j] = JG[i, j] - m * gg
 
 
 @njit(cache=True)
@@ -787,8 +869,9 @@ def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
         _cross(w, t1, t2)
         for i in range(3):
             Fs[f, i] += m * t2[i] - fb[b, i]
-        Jw = Mb[3:6, 3:6] @ w
-        _cross(w, Jw, t1)
+        for i in range(3):
+            t2[i] = Mb[3 + i, 3] * w[0] + Mb[3 + i, 4] * w[1] + Mb[3 + i, 5] * w[2]
+        _cross(w, t2, t1)
         for i in range(3):
             Fs[f, 3 + i] += t1[i] - nb_[b, i]
     for f in range(nf - 1, -1, -1):
@@ -970,9 +1053,12 @@ def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
     centre of mass, backward accumulation with the shift ``n_p += (P_c - P_p) x f_c``."""
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    g = np.empty(3)
+    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
+    g = _b3[0]
+    t1 = _b3[1]
+    Jw = _b3[2]
+    Jwd = _b3[3]
     JG = np.empty((3, 3))
-    t1 = np.empty(3)
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
@@ -980,9 +1066,10 @@ def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
         m = body_inertia(ma, p, A, r, b, g, JG)
         w = V[f, 3:6]
         wd = Vd[f, 3:6]
-        Jw = JG @ w
+        for i in range(3):
+            Jw[i] = JG[i, 0] * w[0] + JG[i, 1] * w[1] + JG[i, 2] * w[2]
+            Jwd[i] = JG[i, 0] * wd[0] + JG[i, 1] * wd[1] + JG[i, 2] * wd[2]
         _cross(w, Jw, t1)
-        Jwd = JG @ wd
         # external moment about the centre of mass: n_G = n_O - g x f
         for i in range(3):
             Fs[f, i] = m * Vd[f, i] - fb[b, i]
@@ -1011,15 +1098,30 @@ def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
 @njit(cache=True)
 def _shift_inertia(I6, d, out):
     """Spatial inertia about point P shifted to point P - d (``d = P_c - P_p``):
-    ``X^T I X`` with ``X = [[I, -d~], [0, I]]``."""
-    X = np.eye(6)
-    X[0, 4] = d[2]
-    X[0, 5] = -d[1]
-    X[1, 3] = -d[2]
-    X[1, 5] = d[0]
-    X[2, 3] = d[1]
-    X[2, 4] = -d[0]
-    out[:, :] = X.T @ I6 @ X
+    ``X^T I X`` with ``X = [[I, D], [0, I]]``, ``D = -d~`` (explicit loops: the block
+    structure of ``X`` spares the dense 6x6 products)."""
+    D00, D01, D02 = 0.0, d[2], -d[1]
+    D10, D11, D12 = -d[2], 0.0, d[0]
+    D20, D21, D22 = d[1], -d[0], 0.0
+    # Y = I6 X: columns 0-2 unchanged, columns 3-5 += I6[:, 0:3] D
+    for i in range(6):
+        a0 = I6[i, 0]
+        a1 = I6[i, 1]
+        a2 = I6[i, 2]
+        out[i, 0] = a0
+        out[i, 1] = a1
+        out[i, 2] = a2
+        out[i, 3] = I6[i, 3] + (a0 * D00 + a1 * D10 + a2 * D20)
+        out[i, 4] = I6[i, 4] + (a0 * D01 + a1 * D11 + a2 * D21)
+        out[i, 5] = I6[i, 5] + (a0 * D02 + a1 * D12 + a2 * D22)
+    # out = X^T Y: rows 0-2 unchanged, rows 3-5 += D^T Y[0:3]
+    for j in range(6):
+        y0 = out[0, j]
+        y1 = out[1, j]
+        y2 = out[2, j]
+        out[3, j] += D00 * y0 + D10 * y1 + D20 * y2
+        out[4, j] += D01 * y0 + D11 * y1 + D21 * y2
+        out[5, j] += D02 * y0 + D12 * y1 + D22 * y2
 
 
 @njit(cache=True)
@@ -1045,7 +1147,9 @@ def mass_matrix_com(ma, p, A, r, P, bv, n, M):
             for i in range(3):
                 d[i] = P[f, i] - P[par, i]
             _shift_inertia(Mc[f], d, tmp)
-            Mc[par] += tmp
+            for i in range(6):
+                for j in range(6):
+                    Mc[par, i, j] += tmp[i, j]
     M[:, :] = 0.0
     w = np.empty(6)
     for f in range(nf):
@@ -1093,8 +1197,7 @@ def kinetic_energy(ma, p, A, r, Z):
         for i in range(3):
             v = Z[f, i] + vg[i]
             s += m * v * v
-        Jw = JG @ w
         for i in range(3):
-            s += w[i] * Jw[i]
+            s += w[i] * (JG[i, 0] * w[0] + JG[i, 1] * w[1] + JG[i, 2] * w[2])
         T += 0.5 * s
     return T

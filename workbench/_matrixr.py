@@ -285,7 +285,13 @@ def make_workspace(ma, n):
     return (np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 6)),
             np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((m + d, n)), np.zeros((n, m + d)),
             np.zeros(n), np.zeros((n, n)), np.zeros(m), np.zeros(d), np.zeros(d), np.zeros(d),
-            np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(n))
+            np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(n),
+            # 17-19: residual and correction of the position problem, a zero n-vector
+            np.zeros(m + d), np.zeros(n), np.zeros(n),
+            # 20-21: right-hand side and solution column of the velocity problem
+            np.zeros(m + d), np.zeros(n),
+            # 22-25: SR-I reference points, columns, velocities, accelerations
+            np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6)))
 
 
 # ----------------------------------------------------------------------------------------
@@ -321,9 +327,9 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
     n = z.shape[0]
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
-    res = np.zeros(m + d)
-    dz = np.zeros(n)
-    zero = np.zeros(n)
+    res = ws[17]
+    dz = ws[18]
+    zero = ws[19]
     Z[:, :] = 0.0
     Zd[:, :] = 0.0
     err = 0.0
@@ -371,14 +377,14 @@ def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
     n = z.shape[0]
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
-    zero = np.zeros(n)
+    zero = ws[19]
     K.joint_columns(ma, r, u, bcol)
     K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
     K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
     bad = qr_factor(Th, V, beta, Rm, 1e-12)
     if bad >= 0:
         return ST_SINGULAR, bad
-    rhs = np.zeros(m + d)
+    rhs = ws[20]
     # b = -Phi_t: constraint velocity residual with zd = 0
     Z[:, :] = 0.0
     Zd[:, :] = 0.0
@@ -398,7 +404,7 @@ def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
     for k in range(d):
         rhs[m + k] = -hdd[k]
     qr_solve(V, beta, Rm, rhs, zddb)
-    col = np.zeros(n)
+    col = ws[21]
     for j in range(d):
         for k in range(m + d):
             rhs[k] = 0.0
@@ -425,10 +431,10 @@ def residual_tau(ma, p, t, z, zd, zdd, ws, form, tau):
     if form == FORM_ORIGIN:
         K.inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau)
     else:
-        P = np.empty((nf, 3))
-        bv = np.empty((nf, 6))
-        Vc = np.empty((nf, 6))
-        Vdc = np.empty((nf, 6))
+        P = ws[22]
+        bv = ws[23]
+        Vc = ws[24]
+        Vdc = ws[25]
         K.reference_points(ma, p, A, r, P)
         K.com_columns(ma, r, u, P, bv)
         K.com_kinematics(ma, zd, zdd, r, u, P, bv, Vc, Vdc)
@@ -442,9 +448,8 @@ def mass_matrix(ma, p, ws, form, n, M):
     if form == FORM_ORIGIN:
         K.mass_matrix_origin(ma, p, A, r, bcol, n, M)
     else:
-        nf = ma.fr_parent.shape[0]
-        P = np.empty((nf, 3))
-        bv = np.empty((nf, 6))
+        P = ws[22]
+        bv = ws[23]
         K.reference_points(ma, p, A, r, P)
         K.com_columns(ma, r, u, P, bv)
         K.mass_matrix_com(ma, p, A, r, P, bv, n, M)
@@ -478,6 +483,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     e = np.empty(3)
     Ks = np.empty((3, 3))
     Cs = np.empty((3, 3))
+    SD = np.empty((3, n))
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -501,9 +507,11 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
                 Cs[i, j] = c * e[i] * e[j]
         K.point_jacobian(ma, p, A, r, bcol, k1, J1)
         K.point_jacobian(ma, p, A, r, bcol, k2, J2)
-        D[:, :] = J2 - J1
-        Kd += D.T @ (Ks @ D)
-        Cd += D.T @ (Cs @ D)
+        for i in range(3):
+            for c in range(n):
+                D[i, c] = J2[i, c] - J1[i, c]
+        _add_congruence(D, Ks, Kd, SD)
+        _add_congruence(D, Cs, Cd, SD)
     for s in range(ma.js_coord.shape[0]):
         c_ = ma.js_coord[s]
         Kd[c_, c_] += p[ma.js_k[s]]
@@ -550,8 +558,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
                         szd += JF[i, TY.X_VC + j] * J1[j, c] + JF[i, TY.X_W + j] * Jw[j, c]
                     dFz[i, c] = sz
                     dFzd[i, c] = szd
-            Kd -= Jm.T @ dFz
-            Cd -= Jm.T @ dFzd
+            _sub_atb(Jm, dFz, Kd)
+            _sub_atb(Jm, dFzd, Cd)
 
 
 # ----------------------------------------------------------------------------------------
@@ -560,8 +568,54 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
 
 
 @njit(cache=True)
+def _add_congruence(D, S, out, SD):
+    """``out += D^T (S D)`` for ``D`` (3 x n), ``S`` (3 x 3); ``SD`` (3 x n) is work space."""
+    n = D.shape[1]
+    for i in range(3):
+        for c in range(n):
+            SD[i, c] = S[i, 0] * D[0, c] + S[i, 1] * D[1, c] + S[i, 2] * D[2, c]
+    for a in range(n):
+        for c in range(n):
+            out[a, c] += D[0, a] * SD[0, c] + D[1, a] * SD[1, c] + D[2, a] * SD[2, c]
+
+
+@njit(cache=True)
+def _sub_atb(J, F, out):
+    """``out -= J^T F`` for ``J, F`` (3 x n)."""
+    n = J.shape[1]
+    for a in range(n):
+        for c in range(n):
+            out[a, c] -= J[0, a] * F[0, c] + J[1, a] * F[1, c] + J[2, a] * F[2, c]
+
+
+@njit(cache=True)
 def _project(Rphi, M, out):
-    out[:, :] = Rphi.T @ (M @ Rphi)
+    """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call)."""
+    n, d = Rphi.shape
+    MR_ = np.empty((n, d))
+    for i in range(n):
+        for j in range(d):
+            s = 0.0
+            for k in range(n):
+                s += M[i, k] * Rphi[k, j]
+            MR_[i, j] = s
+    for i in range(d):
+        for j in range(d):
+            s = 0.0
+            for k in range(n):
+                s += Rphi[k, i] * MR_[k, j]
+            out[i, j] = s
+
+
+@njit(cache=True)
+def _rt_vec(Rphi, v, out):
+    """``out = Rphi^T v``."""
+    n, d = Rphi.shape
+    for j in range(d):
+        s = 0.0
+        for k in range(n):
+            s += Rphi[k, j] * v[k]
+        out[j] = s
 
 
 @njit(cache=True)
@@ -638,7 +692,10 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     else:
         mass_matrix(ma, p, ws, form, n, Md)
         _project(Rphi, Md, Mb)
-        rhs = -(Rphi.T @ tau)
+        rhs = np.empty(d)
+        _rt_vec(Rphi, tau, rhs)
+        for k in range(d):
+            rhs[k] = -rhs[k]
         a, ok = lu_solve_small(Mb, rhs)
         if not ok:
             return ST_MASS, 0, t, 0.0, -1
@@ -743,7 +800,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         status = ST_ZERO_SPRING
                         break
                     Vpot = residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
-                    res[:] = Rphi.T @ tau
+                    _rt_vec(Rphi, tau, res)
                     rn = _maxabs(res)
                     if d == 0:
                         # no degrees of freedom (fully driven): a kinematic step, no unknown

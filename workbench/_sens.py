@@ -98,19 +98,14 @@ def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
 def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
                out):
     """Tangents of :func:`measures`."""
-    x = np.empty(3)
-    v = np.empty(3)
-    a = np.empty(3)
-    dx = np.empty(3)
-    dv = np.empty(3)
-    da = np.empty(3)
+    B = np.empty((1, 6, 3))
     for k in range(ms_type.shape[0]):
         typ = ms_type[k]
         i = ms_a[k]
         c = ms_c[k]
         if typ <= MS_ACC:
-            T.point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, x, v, a, dx, dv, da)
-            out[k] = dx[c] if typ == MS_POS else (dv[c] if typ == MS_VEL else da[c])
+            T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
+            out[k] = B[0, 3, c] if typ == MS_POS else (B[0, 4, c] if typ == MS_VEL else B[0, 5, c])
         elif typ == MS_ANGVEL:
             out[k] = dZ[ma.b_frame[i], 3 + c]
         elif typ == MS_ANGVEL_BODY:
@@ -194,7 +189,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
     V, beta, Rm = ws[7], ws[8], ws[9]
     fb, nb_, Qj = ws[14], ws[15], ws[16]
-    Mbar[:, :] = R.T @ (Md @ R)
+    MR._project(R, Md, Mbar)
     measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
     # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
     mu = np.zeros(m + d)
@@ -345,8 +340,13 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
             T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
                                         dZ, dZd, dfb, dnb, dQj, dtau)
         else:
-            T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc)
-            T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
+            if is_v:
+                # a velocity direction moves no reference point and no column
+                dPc[:, :] = 0.0
+                dbv[:, :] = 0.0
+            else:
+                T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc)
+                T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
             T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
                                dVc, dVdc)
             T.inverse_dynamics_com_t(ma, p, dp, A, r, Pc, bv, Vc, Vdc, fb, nb_, Qj, th, dr, dPc,

@@ -104,10 +104,10 @@ def body_point_t(ma, p, dp, A, r, th, dr, b, fld, x, dx):
     t0 = x[0] - r[f, 0]
     t1 = x[1] - r[f, 1]
     t2 = x[2] - r[f, 2]
-    w = th[f]
-    dx[0] = dr[f, 0] + w[1] * t2 - w[2] * t1 + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
-    dx[1] = dr[f, 1] + w[2] * t0 - w[0] * t2 + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
-    dx[2] = dr[f, 2] + w[0] * t1 - w[1] * t0 + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+    w0, w1, w2 = th[f, 0], th[f, 1], th[f, 2]
+    dx[0] = dr[f, 0] + w1 * t2 - w2 * t1 + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    dx[1] = dr[f, 1] + w2 * t0 - w0 * t2 + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    dx[2] = dr[f, 2] + w0 * t1 - w1 * t0 + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
 
 
 @njit(cache=True)
@@ -131,31 +131,30 @@ def body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG):
     k = ma.b_inr[b]
     J00, J11, J22 = dp[k], dp[k + 1], dp[k + 2]
     J01, J02, J12 = dp[k + 3], dp[k + 4], dp[k + 5]
-    Af = A[f]
-    w = th[f]
     for i in range(3):
-        a0 = Af[i, 0] * J00 + Af[i, 1] * J01 + Af[i, 2] * J02
-        a1 = Af[i, 0] * J01 + Af[i, 1] * J11 + Af[i, 2] * J12
-        a2 = Af[i, 0] * J02 + Af[i, 1] * J12 + Af[i, 2] * J22
+        a0 = A[f, i, 0] * J00 + A[f, i, 1] * J01 + A[f, i, 2] * J02
+        a1 = A[f, i, 0] * J01 + A[f, i, 1] * J11 + A[f, i, 2] * J12
+        a2 = A[f, i, 0] * J02 + A[f, i, 1] * J12 + A[f, i, 2] * J22
         for j in range(3):
-            dJG[i, j] = a0 * Af[j, 0] + a1 * Af[j, 1] + a2 * Af[j, 2]
+            dJG[i, j] = a0 * A[f, j, 0] + a1 * A[f, j, 1] + a2 * A[f, j, 2]
+    w0, w1, w2 = th[f, 0], th[f, 1], th[f, 2]
     # [w]x JG - JG [w]x
     for i in range(3):
         for j in range(3):
             # ([w]x JG)_ij = sum_k W_ik JG_kj ; W = [[0,-w2,w1],[w2,0,-w0],[-w1,w0,0]]
             if i == 0:
-                l = -w[2] * JG[1, j] + w[1] * JG[2, j]
+                l = -w2 * JG[1, j] + w1 * JG[2, j]
             elif i == 1:
-                l = w[2] * JG[0, j] - w[0] * JG[2, j]
+                l = w2 * JG[0, j] - w0 * JG[2, j]
             else:
-                l = -w[1] * JG[0, j] + w[0] * JG[1, j]
+                l = -w1 * JG[0, j] + w0 * JG[1, j]
             # (JG [w]x)_ij = sum_k JG_ik W_kj
             if j == 0:
-                rr = JG[i, 1] * w[2] - JG[i, 2] * w[1]
+                rr = JG[i, 1] * w2 - JG[i, 2] * w1
             elif j == 1:
-                rr = -JG[i, 0] * w[2] + JG[i, 2] * w[0]
+                rr = -JG[i, 0] * w2 + JG[i, 2] * w0
             else:
-                rr = JG[i, 0] * w[1] - JG[i, 1] * w[0]
+                rr = JG[i, 0] * w1 - JG[i, 1] * w0
             dJG[i, j] += l - rr
     return dm
 
@@ -278,20 +277,54 @@ def point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, x, v, a, dx, 
             da[i] = 0.0
         return
     f = ma.b_frame[b]
-    w = Z[f, 3:6]
-    dw = dZ[f, 3:6]
-    wd = Zd[f, 3:6]
-    dwd = dZd[f, 3:6]
-    t1 = np.empty(3)
-    t2 = np.empty(3)
-    for i in range(3):
-        dv[i] = dZ[f, i]
-        da[i] = dZd[f, i]
-    _cxadd(dw, x, dv, 1.0)
-    _cxadd(w, dx, dv, 1.0)
-    _cxadd(dwd, x, da, 1.0)
-    _cxadd(wd, dx, da, 1.0)
-    _centripetal_t(w, dw, x, dx, da, 1.0, t1, t2)
+    # scalars instead of row views and work vectors (each view is reference-counted);
+    # the same operations in the same order as _cxadd / _centripetal_t
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+    wd0, wd1, wd2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
+    x0, x1, x2 = x[0], x[1], x[2]
+    dx0, dx1, dx2 = dx[0], dx[1], dx[2]
+    v0 = dZ[f, 0]
+    v1 = dZ[f, 1]
+    v2 = dZ[f, 2]
+    a0 = dZd[f, 0]
+    a1 = dZd[f, 1]
+    a2 = dZd[f, 2]
+    v0 += 1.0 * (dw1 * x2 - dw2 * x1)
+    v1 += 1.0 * (dw2 * x0 - dw0 * x2)
+    v2 += 1.0 * (dw0 * x1 - dw1 * x0)
+    v0 += 1.0 * (w1 * dx2 - w2 * dx1)
+    v1 += 1.0 * (w2 * dx0 - w0 * dx2)
+    v2 += 1.0 * (w0 * dx1 - w1 * dx0)
+    a0 += 1.0 * (dwd1 * x2 - dwd2 * x1)
+    a1 += 1.0 * (dwd2 * x0 - dwd0 * x2)
+    a2 += 1.0 * (dwd0 * x1 - dwd1 * x0)
+    a0 += 1.0 * (wd1 * dx2 - wd2 * dx1)
+    a1 += 1.0 * (wd2 * dx0 - wd0 * dx2)
+    a2 += 1.0 * (wd0 * dx1 - wd1 * dx0)
+    # centripetal: da += dw x (w x x) + w x (dw x x + w x dx)
+    t10 = w1 * x2 - w2 * x1
+    t11 = w2 * x0 - w0 * x2
+    t12 = w0 * x1 - w1 * x0
+    a0 += 1.0 * (dw1 * t12 - dw2 * t11)
+    a1 += 1.0 * (dw2 * t10 - dw0 * t12)
+    a2 += 1.0 * (dw0 * t11 - dw1 * t10)
+    t20 = dw1 * x2 - dw2 * x1
+    t21 = dw2 * x0 - dw0 * x2
+    t22 = dw0 * x1 - dw1 * x0
+    t20 += 1.0 * (w1 * dx2 - w2 * dx1)
+    t21 += 1.0 * (w2 * dx0 - w0 * dx2)
+    t22 += 1.0 * (w0 * dx1 - w1 * dx0)
+    a0 += 1.0 * (w1 * t22 - w2 * t21)
+    a1 += 1.0 * (w2 * t20 - w0 * t22)
+    a2 += 1.0 * (w0 * t21 - w1 * t20)
+    dv[0] = v0
+    dv[1] = v1
+    dv[2] = v2
+    da[0] = a0
+    da[1] = a1
+    da[2] = a2
 
 
 @njit(cache=True)
@@ -325,102 +358,257 @@ def vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, k, e, ed, edd, de, ded, dedd)
 
 
 @njit(cache=True)
+def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
+    """:func:`point_kinematics_t` into rows ``B[s, 0:6]`` = x, v, a, dx, dv, da (the same
+    operations in the same order, without row views: each view is reference-counted)."""
+    b = ma.pt_body[k]
+    fld = ma.pt_fld[k]
+    if b < 0:
+        for i in range(3):
+            B[s, 0, i] = p[fld + i]
+            B[s, 1, i] = 0.0
+            B[s, 2, i] = 0.0
+            B[s, 3, i] = dp[fld + i]
+            B[s, 4, i] = 0.0
+            B[s, 5, i] = 0.0
+        return
+    o = ma.b_org[b]
+    f = ma.b_frame[b]
+    l0 = p[o] + p[fld]
+    l1 = p[o + 1] + p[fld + 1]
+    l2 = p[o + 2] + p[fld + 2]
+    x0 = r[f, 0] + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    x1 = r[f, 1] + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    x2 = r[f, 2] + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    c0 = w1 * x2 - w2 * x1
+    c1 = w2 * x0 - w0 * x2
+    c2 = w0 * x1 - w1 * x0
+    B[s, 0, 0] = x0
+    B[s, 0, 1] = x1
+    B[s, 0, 2] = x2
+    B[s, 1, 0] = Z[f, 0] + c0
+    B[s, 1, 1] = Z[f, 1] + c1
+    B[s, 1, 2] = Z[f, 2] + c2
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    B[s, 2, 0] = Zd[f, 0] + q1 * x2 - q2 * x1 + w1 * c2 - w2 * c1
+    B[s, 2, 1] = Zd[f, 1] + q2 * x0 - q0 * x2 + w2 * c0 - w0 * c2
+    B[s, 2, 2] = Zd[f, 2] + q0 * x1 - q1 * x0 + w0 * c1 - w1 * c0
+    # body_point_t
+    m0 = dp[o] + dp[fld]
+    m1 = dp[o + 1] + dp[fld + 1]
+    m2 = dp[o + 2] + dp[fld + 2]
+    t0 = x0 - r[f, 0]
+    t1 = x1 - r[f, 1]
+    t2 = x2 - r[f, 2]
+    h0, h1, h2 = th[f, 0], th[f, 1], th[f, 2]
+    dx0 = dr[f, 0] + h1 * t2 - h2 * t1 + A[f, 0, 0] * m0 + A[f, 0, 1] * m1 + A[f, 0, 2] * m2
+    dx1 = dr[f, 1] + h2 * t0 - h0 * t2 + A[f, 1, 0] * m0 + A[f, 1, 1] * m1 + A[f, 1, 2] * m2
+    dx2 = dr[f, 2] + h0 * t1 - h1 * t0 + A[f, 2, 0] * m0 + A[f, 2, 1] * m1 + A[f, 2, 2] * m2
+    B[s, 3, 0] = dx0
+    B[s, 3, 1] = dx1
+    B[s, 3, 2] = dx2
+    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+    wd0, wd1, wd2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
+    v0 = dZ[f, 0]
+    v1 = dZ[f, 1]
+    v2 = dZ[f, 2]
+    a0 = dZd[f, 0]
+    a1 = dZd[f, 1]
+    a2 = dZd[f, 2]
+    v0 += 1.0 * (dw1 * x2 - dw2 * x1)
+    v1 += 1.0 * (dw2 * x0 - dw0 * x2)
+    v2 += 1.0 * (dw0 * x1 - dw1 * x0)
+    v0 += 1.0 * (w1 * dx2 - w2 * dx1)
+    v1 += 1.0 * (w2 * dx0 - w0 * dx2)
+    v2 += 1.0 * (w0 * dx1 - w1 * dx0)
+    a0 += 1.0 * (dwd1 * x2 - dwd2 * x1)
+    a1 += 1.0 * (dwd2 * x0 - dwd0 * x2)
+    a2 += 1.0 * (dwd0 * x1 - dwd1 * x0)
+    a0 += 1.0 * (wd1 * dx2 - wd2 * dx1)
+    a1 += 1.0 * (wd2 * dx0 - wd0 * dx2)
+    a2 += 1.0 * (wd0 * dx1 - wd1 * dx0)
+    t10 = w1 * x2 - w2 * x1
+    t11 = w2 * x0 - w0 * x2
+    t12 = w0 * x1 - w1 * x0
+    a0 += 1.0 * (dw1 * t12 - dw2 * t11)
+    a1 += 1.0 * (dw2 * t10 - dw0 * t12)
+    a2 += 1.0 * (dw0 * t11 - dw1 * t10)
+    t20 = dw1 * x2 - dw2 * x1
+    t21 = dw2 * x0 - dw0 * x2
+    t22 = dw0 * x1 - dw1 * x0
+    t20 += 1.0 * (w1 * dx2 - w2 * dx1)
+    t21 += 1.0 * (w2 * dx0 - w0 * dx2)
+    t22 += 1.0 * (w0 * dx1 - w1 * dx0)
+    a0 += 1.0 * (w1 * t22 - w2 * t21)
+    a1 += 1.0 * (w2 * t20 - w0 * t22)
+    a2 += 1.0 * (w0 * t21 - w1 * t20)
+    B[s, 4, 0] = v0
+    B[s, 4, 1] = v1
+    B[s, 4, 2] = v2
+    B[s, 5, 0] = a0
+    B[s, 5, 1] = a1
+    B[s, 5, 2] = a2
+
+
+@njit(cache=True)
+def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
+    """:func:`vector_kinematics_t` into rows ``B[s, 0:6]`` = e, ed, edd, de, ded, dedd."""
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            B[s, 0, i] = ma.vc_val[k, i]
+            B[s, 1, i] = 0.0
+            B[s, 2, i] = 0.0
+            B[s, 3, i] = 0.0
+            B[s, 4, i] = 0.0
+            B[s, 5, i] = 0.0
+        return
+    f = ma.b_frame[b]
+    c0, c1, c2 = ma.vc_val[k, 0], ma.vc_val[k, 1], ma.vc_val[k, 2]
+    e0 = A[f, 0, 0] * c0 + A[f, 0, 1] * c1 + A[f, 0, 2] * c2
+    e1 = A[f, 1, 0] * c0 + A[f, 1, 1] * c1 + A[f, 1, 2] * c2
+    e2 = A[f, 2, 0] * c0 + A[f, 2, 1] * c1 + A[f, 2, 2] * c2
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    ed0 = w1 * e2 - w2 * e1
+    ed1 = w2 * e0 - w0 * e2
+    ed2 = w0 * e1 - w1 * e0
+    edd0 = q1 * e2 - q2 * e1 + w1 * ed2 - w2 * ed1
+    edd1 = q2 * e0 - q0 * e2 + w2 * ed0 - w0 * ed2
+    edd2 = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
+    h0, h1, h2 = th[f, 0], th[f, 1], th[f, 2]
+    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+    dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
+    de0 = h1 * e2 - h2 * e1
+    de1 = h2 * e0 - h0 * e2
+    de2 = h0 * e1 - h1 * e0
+    ded0 = dw1 * e2 - dw2 * e1
+    ded1 = dw2 * e0 - dw0 * e2
+    ded2 = dw0 * e1 - dw1 * e0
+    ded0 += 1.0 * (w1 * de2 - w2 * de1)
+    ded1 += 1.0 * (w2 * de0 - w0 * de2)
+    ded2 += 1.0 * (w0 * de1 - w1 * de0)
+    dd0 = dwd1 * e2 - dwd2 * e1
+    dd1 = dwd2 * e0 - dwd0 * e2
+    dd2 = dwd0 * e1 - dwd1 * e0
+    dd0 += 1.0 * (q1 * de2 - q2 * de1)
+    dd1 += 1.0 * (q2 * de0 - q0 * de2)
+    dd2 += 1.0 * (q0 * de1 - q1 * de0)
+    dd0 += 1.0 * (dw1 * ed2 - dw2 * ed1)
+    dd1 += 1.0 * (dw2 * ed0 - dw0 * ed2)
+    dd2 += 1.0 * (dw0 * ed1 - dw1 * ed0)
+    dd0 += 1.0 * (w1 * ded2 - w2 * ded1)
+    dd1 += 1.0 * (w2 * ded0 - w0 * ded2)
+    dd2 += 1.0 * (w0 * ded1 - w1 * ded0)
+    B[s, 0, 0] = e0
+    B[s, 0, 1] = e1
+    B[s, 0, 2] = e2
+    B[s, 1, 0] = ed0
+    B[s, 1, 1] = ed1
+    B[s, 1, 2] = ed2
+    B[s, 2, 0] = edd0
+    B[s, 2, 1] = edd1
+    B[s, 2, 2] = edd2
+    B[s, 3, 0] = de0
+    B[s, 3, 1] = de1
+    B[s, 3, 2] = de2
+    B[s, 4, 0] = ded0
+    B[s, 4, 1] = ded1
+    B[s, 4, 2] = ded2
+    B[s, 5, 0] = dd0
+    B[s, 5, 1] = dd1
+    B[s, 5, 2] = dd2
+
+
+@njit(cache=True)
 def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ, dZd,
                   level, out):
-    """Tangent of :func:`_kernels.constraints` at the given level."""
-    nc = ma.c_type.shape[0]
-    _b3 = np.empty((24, 3))  # one allocation for the 3-vectors
-    x1 = _b3[0]
-    v1 = _b3[1]
-    a1 = _b3[2]
-    x2 = _b3[3]
-    v2 = _b3[4]
-    a2 = _b3[5]
-    dx1 = _b3[6]
-    dv1 = _b3[7]
-    da1 = _b3[8]
-    dx2 = _b3[9]
-    dv2 = _b3[10]
-    da2 = _b3[11]
-    e1 = _b3[12]
-    ed1 = _b3[13]
-    edd1 = _b3[14]
-    e2 = _b3[15]
-    ed2 = _b3[16]
-    edd2 = _b3[17]
-    de1 = _b3[18]
-    ded1 = _b3[19]
-    dedd1 = _b3[20]
-    de2 = _b3[21]
-    ded2 = _b3[22]
-    dedd2 = _b3[23]
+    """Tangent of :func:`_kernels.constraints` at the given level.
+
+    The point and vector kinematics go to one buffer ``B[slot, row, :]`` (rows x, v, a,
+    dx, dv, da or e, ed, edd, de, ded, dedd) instead of 3-vector views: each view and
+    each model-array access is reference-counted, which dominated this kernel."""
+    c_type = ma.c_type
+    c_i = ma.c_i
+    nc = c_type.shape[0]
+    B = np.empty((3, 6, 3))
     for k in range(nc):
-        typ = ma.c_type[k]
-        ci = ma.c_i[k]
+        typ = c_type[k]
         if typ == C_PTCOMP:
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[0], x1, v1, a1,
-                               dx1, dv1, da1)
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x2, v2, a2,
-                               dx2, dv2, da2)
-            j = ci[2]
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
+            j = c_i[k, 2]
             if level == 0:
-                out[k] = dx1[j] - dx2[j]
+                out[k] = B[0, 3, j] - B[1, 3, j]
             elif level == 1:
-                out[k] = dv1[j] - dv2[j]
+                out[k] = B[0, 4, j] - B[1, 4, j]
             else:
-                out[k] = da1[j] - da2[j]
+                out[k] = B[0, 5, j] - B[1, 5, j]
         elif typ == C_DOTVV:
-            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[0], e1, ed1, edd1, de1, ded1,
-                                dedd1)
-            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[1], e2, ed2, edd2, de2, ded2,
-                                dedd2)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 0)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 1], B, 1)
             s = 0.0
             for i in range(3):
+                e1 = B[0, 0, i]
+                ed1 = B[0, 1, i]
+                edd1 = B[0, 2, i]
+                de1 = B[0, 3, i]
+                ded1 = B[0, 4, i]
+                dedd1 = B[0, 5, i]
+                e2 = B[1, 0, i]
+                ed2 = B[1, 1, i]
+                edd2 = B[1, 2, i]
+                de2 = B[1, 3, i]
+                ded2 = B[1, 4, i]
+                dedd2 = B[1, 5, i]
                 if level == 0:
-                    s += de1[i] * e2[i] + e1[i] * de2[i]
+                    s += de1 * e2 + e1 * de2
                 elif level == 1:
-                    s += ded1[i] * e2[i] + ed1[i] * de2[i] + de1[i] * ed2[i] + e1[i] * ded2[i]
+                    s += ded1 * e2 + ed1 * de2 + de1 * ed2 + e1 * ded2
                 else:
-                    s += (dedd1[i] * e2[i] + edd1[i] * de2[i]
-                          + 2.0 * (ded1[i] * ed2[i] + ed1[i] * ded2[i])
-                          + de1[i] * edd2[i] + e1[i] * dedd2[i])
+                    s += (dedd1 * e2 + edd1 * de2
+                          + 2.0 * (ded1 * ed2 + ed1 * ded2)
+                          + de1 * edd2 + e1 * dedd2)
             out[k] = s
         elif typ == C_DOTVP:
-            vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ci[0], e1, ed1, edd1, de1, ded1,
-                                dedd1)
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x1, v1, a1,
-                               dx1, dv1, da1)
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[2], x2, v2, a2,
-                               dx2, dv2, da2)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 2)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 0)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 2], B, 1)
             s = 0.0
             for i in range(3):
-                d = x2[i] - x1[i]
-                dd = v2[i] - v1[i]
-                ddd = a2[i] - a1[i]
-                td = dx2[i] - dx1[i]
-                tdd = dv2[i] - dv1[i]
-                tddd = da2[i] - da1[i]
+                d = B[1, 0, i] - B[0, 0, i]
+                dd = B[1, 1, i] - B[0, 1, i]
+                ddd = B[1, 2, i] - B[0, 2, i]
+                td = B[1, 3, i] - B[0, 3, i]
+                tdd = B[1, 4, i] - B[0, 4, i]
+                tddd = B[1, 5, i] - B[0, 5, i]
+                e1 = B[2, 0, i]
+                ed1 = B[2, 1, i]
+                edd1 = B[2, 2, i]
+                de1 = B[2, 3, i]
+                ded1 = B[2, 4, i]
+                dedd1 = B[2, 5, i]
                 if level == 0:
-                    s += de1[i] * d + e1[i] * td
+                    s += de1 * d + e1 * td
                 elif level == 1:
-                    s += ded1[i] * d + ed1[i] * td + de1[i] * dd + e1[i] * tdd
+                    s += ded1 * d + ed1 * td + de1 * dd + e1 * tdd
                 else:
-                    s += (dedd1[i] * d + edd1[i] * td + 2.0 * (ded1[i] * dd + ed1[i] * tdd)
-                          + de1[i] * ddd + e1[i] * tddd)
+                    s += (dedd1 * d + edd1 * td + 2.0 * (ded1 * dd + ed1 * tdd)
+                          + de1 * ddd + e1 * tddd)
             out[k] = s
         elif typ == C_DIST:
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[0], x1, v1, a1,
-                               dx1, dv1, da1)
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ci[1], x2, v2, a2,
-                               dx2, dv2, da2)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
             s = 0.0
             for i in range(3):
-                d = x2[i] - x1[i]
-                dd = v2[i] - v1[i]
-                ddd = a2[i] - a1[i]
-                td = dx2[i] - dx1[i]
-                tdd = dv2[i] - dv1[i]
-                tddd = da2[i] - da1[i]
+                d = B[1, 0, i] - B[0, 0, i]
+                dd = B[1, 1, i] - B[0, 1, i]
+                ddd = B[1, 2, i] - B[0, 2, i]
+                td = B[1, 3, i] - B[0, 3, i]
+                tdd = B[1, 4, i] - B[0, 4, i]
+                tddd = B[1, 5, i] - B[0, 5, i]
                 if level == 0:
                     s += 2.0 * d * td
                 elif level == 1:
@@ -431,7 +619,7 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
                 s -= 2.0 * p[ma.c_fld[k]] * dp[ma.c_fld[k]]
             out[k] = s
         elif typ == C_DRIVE:
-            j = ci[0]
+            j = c_i[k, 0]
             if level == 0:
                 out[k] = dz[j]
             elif level == 1:
@@ -443,27 +631,22 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
 @njit(cache=True)
 def dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd, dhdd):
     """Tangent of :func:`_kernels.dof_values`."""
-    nd = ma.dof_type.shape[0]
-    _b3 = np.empty((6, 3))  # one allocation for the 3-vectors
-    x = _b3[0]
-    v = _b3[1]
-    a = _b3[2]
-    dx = _b3[3]
-    dv = _b3[4]
-    da = _b3[5]
+    dof_type = ma.dof_type
+    dof_i = ma.dof_i
+    nd = dof_type.shape[0]
+    B = np.empty((1, 6, 3))
     for k in range(nd):
-        if ma.dof_type[k] == DOF_COORD:
-            c = ma.dof_i[k, 0]
+        if dof_type[k] == DOF_COORD:
+            c = dof_i[k, 0]
             dh[k] = dz[c]
             dhd[k] = dzd[c]
             dhdd[k] = dzdd[c]
         else:
-            point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.dof_i[k, 0], x, v,
-                               a, dx, dv, da)
-            j = ma.dof_i[k, 1]
-            dh[k] = dx[j]
-            dhd[k] = dv[j]
-            dhdd[k] = da[j]
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dof_i[k, 0], B, 0)
+            j = dof_i[k, 1]
+            dh[k] = B[0, 3, j]
+            dhd[k] = B[0, 4, j]
+            dhdd[k] = B[0, 5, j]
 
 
 # ----------------------------------------------------------------------------------------
@@ -489,12 +672,14 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
     dQj[:] = 0.0
-    g = np.empty(3)
-    JG = np.empty((3, 3))
-    dg = np.empty(3)
-    dJG = np.empty((3, 3))
-    F = np.empty(3)
-    dF = np.empty(3)
+    _b3 = np.empty((20, 3))  # one allocation for the 3-vectors
+    _m3 = np.empty((2, 3, 3))
+    g = _b3[0]
+    JG = _m3[0]
+    dg = _b3[1]
+    dJG = _m3[1]
+    F = _b3[2]
+    dF = _b3[3]
     grav = ma.gravity
     for b in range(nbod):
         m = K.body_inertia(ma, p, A, r, b, g, JG)
@@ -503,22 +688,22 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
             F[i] = m * grav[i]
             dF[i] = dm * grav[i]
         _add_point_force_t(dfb, dnb, b, g, F, dg, dF)
-    x1 = np.empty(3)
-    v1 = np.empty(3)
-    a1 = np.empty(3)
-    x2 = np.empty(3)
-    v2 = np.empty(3)
-    a2 = np.empty(3)
-    dx1 = np.empty(3)
-    dv1 = np.empty(3)
-    da1 = np.empty(3)
-    dx2 = np.empty(3)
-    dv2 = np.empty(3)
-    da2 = np.empty(3)
-    d = np.empty(3)
-    dd = np.empty(3)
-    td = np.empty(3)
-    tdd = np.empty(3)
+    x1 = _b3[4]
+    v1 = _b3[5]
+    a1 = _b3[6]
+    x2 = _b3[7]
+    v2 = _b3[8]
+    a2 = _b3[9]
+    dx1 = _b3[10]
+    dv1 = _b3[11]
+    da1 = _b3[12]
+    dx2 = _b3[13]
+    dv2 = _b3[14]
+    da2 = _b3[15]
+    d = _b3[16]
+    dd = _b3[17]
+    td = _b3[18]
+    tdd = _b3[19]
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
