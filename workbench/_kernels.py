@@ -293,15 +293,15 @@ def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
     Revolute: ``d = [zd r x (w_p x u) + (W_p W_p - W_f W_f) r ; zd (w_p x u)]``;
     prismatic: ``d = [2 zd (w_p x u); 0]``.
     """
-    nf = ma.fr_parent.shape[0]
-    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
-    wpu = _b3[0]
-    tmp = _b3[1]
-    tmp2 = _b3[2]
-    zero3 = np.zeros(3)
+    # scalars instead of 3-vector row views (each view is reference-counted); the same
+    # operations in the same order as _cross
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
+    fr_type = ma.fr_type
+    nf = fr_parent.shape[0]
     for f in range(nf):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        c = fr_coord[f]
         q1 = zd[c] if c >= 0 else 0.0
         q2 = zdd[c] if c >= 0 else 0.0
         for i in range(6):
@@ -309,30 +309,46 @@ def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
         if c < 0:
             continue
         if par >= 0:
-            wp = Z[par, 3:6]
+            p0, p1, p2 = Z[par, 3], Z[par, 4], Z[par, 5]
         else:
-            wp = zero3
-        _cross(wp, u[f], wpu)
-        typ = ma.fr_type[f]
+            p0, p1, p2 = 0.0, 0.0, 0.0
+        u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+        wpu0 = p1 * u2 - p2 * u1
+        wpu1 = p2 * u0 - p0 * u2
+        wpu2 = p0 * u1 - p1 * u0
+        typ = fr_type[f]
         if typ == REVOLUTE:
-            rf = r[f]
-            wf = Z[f, 3:6]
-            _cross(rf, wpu, tmp)
-            for i in range(3):
-                Zd[f, i] += q1 * tmp[i]
-                Zd[f, 3 + i] += q1 * wpu[i]
+            r0, r1, r2 = r[f, 0], r[f, 1], r[f, 2]
+            w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+            t0 = r1 * wpu2 - r2 * wpu1
+            t1 = r2 * wpu0 - r0 * wpu2
+            t2 = r0 * wpu1 - r1 * wpu0
+            o0 = Zd[f, 0] + q1 * t0
+            o1 = Zd[f, 1] + q1 * t1
+            o2 = Zd[f, 2] + q1 * t2
+            Zd[f, 3] += q1 * wpu0
+            Zd[f, 4] += q1 * wpu1
+            Zd[f, 5] += q1 * wpu2
             # (Wp Wp - Wf Wf) r
-            _cross(wp, rf, tmp)
-            _cross(wp, tmp, tmp2)
-            for i in range(3):
-                Zd[f, i] += tmp2[i]
-            _cross(wf, rf, tmp)
-            _cross(wf, tmp, tmp2)
-            for i in range(3):
-                Zd[f, i] -= tmp2[i]
+            t0 = p1 * r2 - p2 * r1
+            t1 = p2 * r0 - p0 * r2
+            t2 = p0 * r1 - p1 * r0
+            o0 += p1 * t2 - p2 * t1
+            o1 += p2 * t0 - p0 * t2
+            o2 += p0 * t1 - p1 * t0
+            t0 = w1 * r2 - w2 * r1
+            t1 = w2 * r0 - w0 * r2
+            t2 = w0 * r1 - w1 * r0
+            o0 -= w1 * t2 - w2 * t1
+            o1 -= w2 * t0 - w0 * t2
+            o2 -= w0 * t1 - w1 * t0
+            Zd[f, 0] = o0
+            Zd[f, 1] = o1
+            Zd[f, 2] = o2
         elif typ == PRISMATIC:
-            for i in range(3):
-                Zd[f, i] += 2.0 * q1 * wpu[i]
+            Zd[f, 0] += 2.0 * q1 * wpu0
+            Zd[f, 1] += 2.0 * q1 * wpu1
+            Zd[f, 2] += 2.0 * q1 * wpu2
 
 
 @njit(cache=True)
@@ -731,21 +747,24 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     nb_[:, :] = 0.0
     Qj[:] = 0.0
     V = 0.0
-    g = np.empty(3)
+    _b3 = np.empty((10, 3))  # one allocation for the 3-vectors
+    g = _b3[0]
+    F = _b3[1]
     JG = np.empty((3, 3))
     grav = ma.gravity
     for b in range(nbod):
         m = body_inertia(ma, p, A, r, b, g, JG)
-        F = m * grav
+        for i in range(3):
+            F[i] = m * grav[i]
         _add_point_force(ma, fb, nb_, b, g, F)
         V -= m * (grav[0] * g[0] + grav[1] * g[1] + grav[2] * g[2])
-    x1 = np.empty(3)
-    v1 = np.empty(3)
-    a1 = np.empty(3)
-    x2 = np.empty(3)
-    v2 = np.empty(3)
-    a2 = np.empty(3)
-    Fv = np.empty(3)
+    x1 = _b3[2]
+    v1 = _b3[3]
+    a1 = _b3[4]
+    x2 = _b3[5]
+    v2 = _b3[6]
+    a2 = _b3[7]
+    Fv = _b3[8]
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -797,7 +816,7 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
                 nb_[b, i] += f * d[i]
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-        e = np.empty(3)
+        e = _b3[9]
         for s in range(ma.ty_pt.shape[0]):
             k1 = ma.ty_pt[s]
             b = ma.pt_body[k1]
@@ -1050,49 +1069,62 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
 @njit(cache=True)
 def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
     """Generalised residual ``tau = M zdd - Q`` by the SR-I recursion: Newton-Euler at each
-    centre of mass, backward accumulation with the shift ``n_p += (P_c - P_p) x f_c``."""
-    nf = ma.fr_parent.shape[0]
+    centre of mass, backward accumulation with the shift ``n_p += (P_c - P_p) x f_c``
+    (scalars instead of 3-vector row views, the same operations in the same order)."""
+    fr_parent = ma.fr_parent
+    fr_body = ma.fr_body
+    fr_coord = ma.fr_coord
+    nf = fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
-    g = _b3[0]
-    t1 = _b3[1]
-    Jw = _b3[2]
-    Jwd = _b3[3]
+    g = np.empty(3)
     JG = np.empty((3, 3))
     for f in range(nf):
-        b = ma.fr_body[f]
+        b = fr_body[f]
         if b < 0:
             continue
         m = body_inertia(ma, p, A, r, b, g, JG)
-        w = V[f, 3:6]
-        wd = Vd[f, 3:6]
-        for i in range(3):
-            Jw[i] = JG[i, 0] * w[0] + JG[i, 1] * w[1] + JG[i, 2] * w[2]
-            Jwd[i] = JG[i, 0] * wd[0] + JG[i, 1] * wd[1] + JG[i, 2] * wd[2]
-        _cross(w, Jw, t1)
+        w0, w1, w2 = V[f, 3], V[f, 4], V[f, 5]
+        wd0, wd1, wd2 = Vd[f, 3], Vd[f, 4], Vd[f, 5]
+        j0 = JG[0, 0] * w0 + JG[0, 1] * w1 + JG[0, 2] * w2
+        j1 = JG[1, 0] * w0 + JG[1, 1] * w1 + JG[1, 2] * w2
+        j2 = JG[2, 0] * w0 + JG[2, 1] * w1 + JG[2, 2] * w2
+        k0 = JG[0, 0] * wd0 + JG[0, 1] * wd1 + JG[0, 2] * wd2
+        k1 = JG[1, 0] * wd0 + JG[1, 1] * wd1 + JG[1, 2] * wd2
+        k2 = JG[2, 0] * wd0 + JG[2, 1] * wd1 + JG[2, 2] * wd2
+        # w x J w
+        t0 = w1 * j2 - w2 * j1
+        t1 = w2 * j0 - w0 * j2
+        t2 = w0 * j1 - w1 * j0
         # external moment about the centre of mass: n_G = n_O - g x f
-        for i in range(3):
-            Fs[f, i] = m * Vd[f, i] - fb[b, i]
-        _cross(g, fb[b], Jw)
-        for i in range(3):
-            Fs[f, 3 + i] = Jwd[i] + t1[i] - (nb_[b, i] - Jw[i])
+        f0, f1, f2 = fb[b, 0], fb[b, 1], fb[b, 2]
+        Fs[f, 0] = m * Vd[f, 0] - f0
+        Fs[f, 1] = m * Vd[f, 1] - f1
+        Fs[f, 2] = m * Vd[f, 2] - f2
+        c0 = g[1] * f2 - g[2] * f1
+        c1 = g[2] * f0 - g[0] * f2
+        c2 = g[0] * f1 - g[1] * f0
+        Fs[f, 3] = k0 + t0 - (nb_[b, 0] - c0)
+        Fs[f, 4] = k1 + t1 - (nb_[b, 1] - c1)
+        Fs[f, 5] = k2 + t2 - (nb_[b, 2] - c2)
     for f in range(nf - 1, -1, -1):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        c = fr_coord[f]
         if c >= 0:
             s = 0.0
             for i in range(6):
                 s += bv[f, i] * Fs[f, i]
             tau[c] = s - Qj[c]
         if par >= 0:
-            for i in range(3):
-                t1[i] = P[f, i] - P[par, i]
-            Ff = Fs[f, 0:3]
-            for i in range(3):
-                Fs[par, i] += Fs[f, i]
-            Fs[par, 3] += Fs[f, 3] + t1[1] * Ff[2] - t1[2] * Ff[1]
-            Fs[par, 4] += Fs[f, 4] + t1[2] * Ff[0] - t1[0] * Ff[2]
-            Fs[par, 5] += Fs[f, 5] + t1[0] * Ff[1] - t1[1] * Ff[0]
+            d0 = P[f, 0] - P[par, 0]
+            d1 = P[f, 1] - P[par, 1]
+            d2 = P[f, 2] - P[par, 2]
+            F0, F1, F2 = Fs[f, 0], Fs[f, 1], Fs[f, 2]
+            Fs[par, 0] += F0
+            Fs[par, 1] += F1
+            Fs[par, 2] += F2
+            Fs[par, 3] += Fs[f, 3] + d1 * F2 - d2 * F1
+            Fs[par, 4] += Fs[f, 4] + d2 * F0 - d0 * F2
+            Fs[par, 5] += Fs[f, 5] + d0 * F1 - d1 * F0
 
 
 @njit(cache=True)

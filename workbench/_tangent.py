@@ -204,17 +204,17 @@ def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
 
 @njit(cache=True)
 def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd):
-    """Tangent of :func:`_kernels.frame_accelerations` (material convention)."""
-    nf = ma.fr_parent.shape[0]
-    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
-    wpu = _b3[0]
-    dwpu = _b3[1]
-    t1 = _b3[2]
-    t2 = _b3[3]
-    zero3 = np.zeros(3)
+    """Tangent of :func:`_kernels.frame_accelerations` (material convention).
+
+    Scalars instead of 3-vector row views (each view is reference-counted); the same
+    operations in the same order as ``_cx``, ``_cxadd`` and ``_centripetal_t``."""
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
+    fr_type = ma.fr_type
+    nf = fr_parent.shape[0]
     for f in range(nf):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        c = fr_coord[f]
         q1 = zd[c] if c >= 0 else 0.0
         q2 = zdd[c] if c >= 0 else 0.0
         dq1 = dzd[c] if c >= 0 else 0.0
@@ -224,34 +224,74 @@ def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
         if c < 0:
             continue
         if par >= 0:
-            wp = Z[par, 3:6]
-            dwp = dZ[par, 3:6]
+            p0, p1, p2 = Z[par, 3], Z[par, 4], Z[par, 5]
+            dp0, dp1, dp2 = dZ[par, 3], dZ[par, 4], dZ[par, 5]
         else:
-            wp = zero3
-            dwp = zero3
-        uf = u[f]
-        _cx(wp, uf, wpu)
-        _cx(dwp, uf, dwpu)
-        _cxadd(wp, du[f], dwpu, 1.0)
-        typ = ma.fr_type[f]
+            p0, p1, p2 = 0.0, 0.0, 0.0
+            dp0, dp1, dp2 = 0.0, 0.0, 0.0
+        u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+        du0, du1, du2 = du[f, 0], du[f, 1], du[f, 2]
+        wpu0 = p1 * u2 - p2 * u1
+        wpu1 = p2 * u0 - p0 * u2
+        wpu2 = p0 * u1 - p1 * u0
+        dwpu0 = dp1 * u2 - dp2 * u1
+        dwpu1 = dp2 * u0 - dp0 * u2
+        dwpu2 = dp0 * u1 - dp1 * u0
+        dwpu0 += 1.0 * (p1 * du2 - p2 * du1)
+        dwpu1 += 1.0 * (p2 * du0 - p0 * du2)
+        dwpu2 += 1.0 * (p0 * du1 - p1 * du0)
+        typ = fr_type[f]
         if typ == REVOLUTE:
-            rf = r[f]
-            drf = dr[f]
+            r0, r1, r2 = r[f, 0], r[f, 1], r[f, 2]
+            dr0, dr1, dr2 = dr[f, 0], dr[f, 1], dr[f, 2]
             # q1 r x wpu
-            _cx(rf, wpu, t1)
-            _cx(drf, wpu, t2)
-            _cxadd(rf, dwpu, t2, 1.0)
-            for i in range(3):
-                dZd[f, i] += dq1 * t1[i] + q1 * t2[i]
-                dZd[f, 3 + i] += dq1 * wpu[i] + q1 * dwpu[i]
-            # + wp x (wp x r) - wf x (wf x r)
-            wf = Z[f, 3:6]
-            dwf = dZ[f, 3:6]
-            _centripetal_t(wp, dwp, rf, drf, dZd[f, 0:3], 1.0, t1, t2)
-            _centripetal_t(wf, dwf, rf, drf, dZd[f, 0:3], -1.0, t1, t2)
+            t10 = r1 * wpu2 - r2 * wpu1
+            t11 = r2 * wpu0 - r0 * wpu2
+            t12 = r0 * wpu1 - r1 * wpu0
+            t20 = dr1 * wpu2 - dr2 * wpu1
+            t21 = dr2 * wpu0 - dr0 * wpu2
+            t22 = dr0 * wpu1 - dr1 * wpu0
+            t20 += 1.0 * (r1 * dwpu2 - r2 * dwpu1)
+            t21 += 1.0 * (r2 * dwpu0 - r0 * dwpu2)
+            t22 += 1.0 * (r0 * dwpu1 - r1 * dwpu0)
+            o0 = dZd[f, 0] + (dq1 * t10 + q1 * t20)
+            o1 = dZd[f, 1] + (dq1 * t11 + q1 * t21)
+            o2 = dZd[f, 2] + (dq1 * t12 + q1 * t22)
+            dZd[f, 3] += dq1 * wpu0 + q1 * dwpu0
+            dZd[f, 4] += dq1 * wpu1 + q1 * dwpu1
+            dZd[f, 5] += dq1 * wpu2 + q1 * dwpu2
+            # + wp x (wp x r) - wf x (wf x r), tangents (_centripetal_t with s = 1, -1)
+            for rep in range(2):
+                if rep == 0:
+                    w0, w1, w2 = p0, p1, p2
+                    dw0, dw1, dw2 = dp0, dp1, dp2
+                    sg = 1.0
+                else:
+                    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+                    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+                    sg = -1.0
+                t10 = w1 * r2 - w2 * r1
+                t11 = w2 * r0 - w0 * r2
+                t12 = w0 * r1 - w1 * r0
+                o0 += sg * (dw1 * t12 - dw2 * t11)
+                o1 += sg * (dw2 * t10 - dw0 * t12)
+                o2 += sg * (dw0 * t11 - dw1 * t10)
+                t20 = dw1 * r2 - dw2 * r1
+                t21 = dw2 * r0 - dw0 * r2
+                t22 = dw0 * r1 - dw1 * r0
+                t20 += 1.0 * (w1 * dr2 - w2 * dr1)
+                t21 += 1.0 * (w2 * dr0 - w0 * dr2)
+                t22 += 1.0 * (w0 * dr1 - w1 * dr0)
+                o0 += sg * (w1 * t22 - w2 * t21)
+                o1 += sg * (w2 * t20 - w0 * t22)
+                o2 += sg * (w0 * t21 - w1 * t20)
+            dZd[f, 0] = o0
+            dZd[f, 1] = o1
+            dZd[f, 2] = o2
         elif typ == PRISMATIC:
-            for i in range(3):
-                dZd[f, i] += 2.0 * (dq1 * wpu[i] + q1 * dwpu[i])
+            dZd[f, 0] += 2.0 * (dq1 * wpu0 + q1 * dwpu0)
+            dZd[f, 1] += 2.0 * (dq1 * wpu1 + q1 * dwpu1)
+            dZd[f, 2] += 2.0 * (dq1 * wpu2 + q1 * dwpu2)
 
 
 @njit(cache=True, inline="always")
