@@ -42,7 +42,7 @@ from . import _kernels as K
 from . import _matrixr as MR
 from ._arrays import AF_FORCE
 
-SF_BIL, SF_ANGLE = 0, 1
+SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
 # measure kinds (same codes as _sens)
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -197,6 +197,25 @@ def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
             out[0] -= p[fk] * p[fk]
             if tang:
                 out[3] -= 2.0 * p[fk] * dp[fk]
+    elif ga.sf_kind[s] == SF_ASIN:
+        # f = asin(u), u = A . B (an element of a relative rotation matrix)
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
+        u, ud, udd, du, dud, dudd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        g3 = g * g * g
+        out[0] = np.arcsin(u)
+        out[1] = g * ud
+        out[2] = g * udd + g3 * u * ud * ud
+        if tang:
+            dg = g3 * u * du
+            out[3] = g * du
+            out[4] = dg * ud + g * dud
+            out[5] = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
+                      + 2.0 * g3 * u * ud * dud)
+        else:
+            out[3] = 0.0
+            out[4] = 0.0
+            out[5] = 0.0
     else:
         bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
         bil_jet(ga, p, o[2], o[3], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, oy)
@@ -242,6 +261,13 @@ def sf_grad(ga, p, s, q, aref, sc, scale, row):
         op_apply(ga, o[1], q, p, False, True, JA[1])
         op_grad(ga, p, o[0], JA[1], scale, row)
         op_grad(ga, p, o[1], JA[0], scale, row)
+    elif ga.sf_kind[s] == SF_ASIN:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        u = _dot(JA[0], JA[1], D)
+        g = scale / np.sqrt(1.0 - u * u)
+        op_grad(ga, p, o[0], JA[1], g, row)
+        op_grad(ga, p, o[1], JA[0], g, row)
     else:
         op_apply(ga, o[0], q, p, False, True, JA[0])
         op_apply(ga, o[1], q, p, False, True, JA[1])

@@ -110,11 +110,11 @@ def build_global(cm) -> tuple:
         a = np.asarray(ma.fr_axis[f0], dtype=float)
         C = np.asarray(ma.fr_C[chain[-1]], dtype=float)
         where = f"joint {j.name}"
-        if j.type in ("cylindrical", "universal"):
-            raise ModelError(f"{where}: tree joints of type {j.type!r} are not supported by "
-                             "the global formulation yet (supported: revolute, prismatic, "
-                             "fixed, spherical, floating)")
+        crd = [int(ma.fr_coord[f]) for f in chain if ma.fr_coord[f] >= 0]
         if planar:
+            if j.type in ("cylindrical", "universal"):
+                raise ModelError(f"{where}: tree joints of type {j.type!r} need a spatial "
+                                 "model (global formulation)")
             if j.type == "revolute" and abs(abs(a[2]) - 1.0) > 1e-9:
                 raise ModelError(f"{where}: planar model needs a revolute axis along z")
             if j.type == "prismatic" and abs(a[2]) > 1e-9:
@@ -126,27 +126,70 @@ def build_global(cm) -> tuple:
         d_op = bld.op(delta)
         n1, _ = _perpendiculars(a)
         n2 = np.cross(a, n1)
-        if j.type != "floating" and j.type != "prismatic":
+
+        def angle_sf(cv1, pv, cv2, pw):
+            # atan2((A_c C^T cv2) . (A_p pw), (A_c C^T cv1) . (A_p pv))
+            return bld.sf(G.SF_ANGLE, [bld.op(vec_terms(b, C.T @ cv1)), bld.op(vec_terms(pb, pv)),
+                                       bld.op(vec_terms(b, C.T @ cv2)), bld.op(vec_terms(pb, pw))])
+
+        def rel_rot(i, k, sign=1.0):
+            # element R_ik of the relative rotation A_p^T A_c C^T: (A_p e_i) . (A_c C^T e_k)
+            return [bld.op(vec_terms(pb, eye[i], sign)), bld.op(vec_terms(b, C.T @ eye[k]))]
+
+        # joint point on the axis / coincident joint point
+        if j.type in ("revolute", "fixed", "spherical", "universal"):
             for i in range(D):
                 add_phi(bld.sf(G.SF_BIL, [d_op, const_op[i]]), j.name)
-        if j.type == "revolute":
+        if j.type in ("prismatic", "cylindrical"):
+            perp = [np.cross([0.0, 0.0, 1.0], a)] if planar else [n1, n2]
+            for n in perp:
+                add_phi(bld.sf(G.SF_BIL, [d_op, bld.op(vec_terms(pb, n))]), j.name)
+            # travel along the axis: (A_p a) . (r_c - r_p - A_p s)
+            jc_sf[crd[0]] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)), d_op])
+        # rotation about a single axis: the axis stays parallel, angle of C^T n1 about it
+        if j.type in ("revolute", "cylindrical"):
             if not planar:
                 ca = bld.op(vec_terms(b, C.T @ a))
                 for n in (n1, n2):
                     add_phi(bld.sf(G.SF_BIL, [ca, bld.op(vec_terms(pb, n))]), j.name)
-            cn1 = bld.op(vec_terms(b, C.T @ n1))
-            jc_sf[int(ma.fr_coord[f0])] = bld.sf(
-                G.SF_ANGLE, [cn1, bld.op(vec_terms(pb, n1)), cn1, bld.op(vec_terms(pb, n2))])
-        if j.type == "prismatic":
-            perp = [np.cross([0.0, 0.0, 1.0], a)] if planar else [n1, n2]
-            for n in perp:
-                add_phi(bld.sf(G.SF_BIL, [d_op, bld.op(vec_terms(pb, n))]), j.name)
-            jc_sf[int(ma.fr_coord[f0])] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)), d_op])
+            jc_sf[crd[-1]] = angle_sf(n1, n1, n1, n2)
         if j.type in ("prismatic", "fixed"):
             pairs = [(0, 1)] if planar else [(0, 1), (0, 2), (1, 2)]
             for k, l in pairs:
                 add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(b, C.T @ eye[k])),
                                           bld.op(vec_terms(pb, eye[l]))]), j.name)
+        if j.type == "universal":
+            # A_c = A_p Rot(a1, th1) Rot(a2, th2) C; a2 (second frame axis) is fixed in the
+            # cross piece, so (A_p a1) . (A_c C^T a2) = a1 . a2
+            a2 = np.asarray(ma.fr_axis[chain[1]], dtype=float)
+            cc = float(a @ a2)
+            if abs(abs(cc) - 1.0) < 1e-6:
+                raise ModelError(f"{where}: universal joint with parallel axes")
+            add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)),
+                                      bld.op(vec_terms(b, C.T @ a2))], K=cc), j.name)
+            # th1: angle of the image of a2 about a1 (reference: the part of a2 normal to a1)
+            u1 = a2 - cc * a
+            u1 /= np.linalg.norm(u1)
+            jc_sf[crd[0]] = bld.sf(G.SF_ANGLE, [
+                bld.op(vec_terms(b, C.T @ a2)), bld.op(vec_terms(pb, u1)),
+                bld.op(vec_terms(b, C.T @ a2)), bld.op(vec_terms(pb, np.cross(a, u1)))])
+            # th2: angle about a2 of the part m1 of a1 normal to a2, seen from A_p a1 (a1 is
+            # fixed in the cross piece): x = s cos th2, y = s sin th2, s = |a1 x a2|
+            m1 = a - cc * a2
+            m1 /= np.linalg.norm(m1)
+            m2 = np.cross(m1, a2)
+            pa = bld.op(vec_terms(pb, a))
+            jc_sf[crd[1]] = bld.sf(G.SF_ANGLE, [bld.op(vec_terms(b, C.T @ m1)), pa,
+                                                bld.op(vec_terms(b, C.T @ m2)), pa])
+        if j.type in ("spherical", "floating") and not planar:
+            # z-y-x angles of R = A_p^T A_c C^T = Rz Ry Rx (model.py)
+            r0 = 3 if j.type == "floating" else 0
+            jc_sf[crd[r0]] = bld.sf(G.SF_ANGLE, rel_rot(0, 0) + rel_rot(1, 0))
+            jc_sf[crd[r0 + 1]] = bld.sf(G.SF_ASIN, rel_rot(2, 0, -1.0))
+            jc_sf[crd[r0 + 2]] = bld.sf(G.SF_ANGLE, rel_rot(2, 2) + rel_rot(2, 1))
+        if j.type == "floating" and not planar:
+            for k in range(3):
+                jc_sf[crd[k]] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, eye[k])), d_op])
     # ---- primitive constraints of the compiled model (cuts, distances, drives)
     for k in range(ma.c_type.shape[0]):
         typ = int(ma.c_type[k])
