@@ -323,15 +323,6 @@ def _natural(sim):
     return nat
 
 
-def check_measures(co):
-    from . import _sens as S
-    bad = [k for k in range(len(co.ms_type)) if co.ms_type[k] in (S.MS_ANGVEL,
-                                                                  S.MS_ANGVEL_BODY)]
-    if bad:
-        raise ModelError("angular-velocity objectives are not supported by the global "
-                         "formulation yet")
-
-
 def sweeps(cm, sim):
     """Functions with the signatures of ``_sens.direct_sweep``, ``adjoint_sweep`` and
     ``measure_history`` that run the global versions on ``sim``'s natural coordinates."""
