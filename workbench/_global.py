@@ -40,6 +40,7 @@ from numba import njit
 
 from . import _kernels as K
 from . import _matrixr as MR
+from . import _tire as TY
 from ._arrays import AF_FORCE
 
 SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
@@ -486,6 +487,148 @@ def mass_matrix(ga, ma, p, w, deriv, M):
 
 
 @njit(cache=True)
+def angvel_bil(ga, b, c, body, x, y):
+    """Component ``c`` of the angular velocity of body ``b`` as a bilinear form of the
+    natural coordinates ``x = q`` and their rates ``y = qd`` (exact on orthonormal frames,
+    ``e_dot_k = omega x e_k``): global ``omega = 1/2 sum_k e_k x e_dot_k``; body components
+    ``omega . e_x = e_z . e_dot_y`` (cyclic).  Planar: ``omega_z = (e_x x e_dot_x)_z``."""
+    D = ga.D
+    s0 = b * ga.nqb
+    if D == 2:
+        if c != 2:
+            return 0.0
+        return x[s0 + 2] * y[s0 + 3] - x[s0 + 3] * y[s0 + 2]
+    if body:
+        k = (c + 2) % 3
+        l = (c + 1) % 3
+        s = 0.0
+        for i in range(3):
+            s += x[s0 + 3 * (1 + k) + i] * y[s0 + 3 * (1 + l) + i]
+        return s
+    i1 = (c + 1) % 3
+    i2 = (c + 2) % 3
+    s = 0.0
+    for k in range(3):
+        e = s0 + 3 * (1 + k)
+        s += x[e + i1] * y[e + i2] - x[e + i2] * y[e + i1]
+    return 0.5 * s
+
+
+@njit(cache=True)
+def body_vector(ga, b, v, x, out):
+    """``out = sum_k v_k e_k(x)`` (a body-fixed vector with local components ``v``)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        out[i] = 0.0
+        for k in range(D):
+            out[i] += v[k] * x[s0 + (1 + k) * D + i]
+
+
+@njit(cache=True)
+def tire_inputs(ga, ma, p, s, q, qd, c, vc, e, w):
+    """Inputs of the tire law of contact ``s`` (:func:`workbench._tire.tire_force`) from the
+    natural coordinates: wheel centre ``c`` and its velocity ``vc``, global spin axis ``e``,
+    wheel angular velocity ``w`` (global).  Returns the wheel body."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    op_apply(ga, ga.pt_op[k1], q, p, False, True, c)
+    op_apply(ga, ga.pt_op[k1], qd, p, False, False, vc)
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], q, e)
+    for i in range(3):
+        w[i] = angvel_bil(ga, b, i, False, q, qd)
+    return b
+
+
+@njit(cache=True)
+def tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dw, tmp):
+    """Tangents of :func:`tire_inputs` along ``(dq, dqd, dp)``."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    o = ga.pt_op[k1]
+    op_apply(ga, o, dq, p, False, False, dc)
+    op_apply(ga, o, q, dp, True, True, tmp)
+    for i in range(3):
+        dc[i] += tmp[i]
+    op_apply(ga, o, dqd, p, False, False, dvc)
+    op_apply(ga, o, qd, dp, True, False, tmp)
+    for i in range(3):
+        dvc[i] += tmp[i]
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], dq, de)
+    for i in range(3):
+        dw[i] = angvel_bil(ga, b, i, False, dq, qd) + angvel_bil(ga, b, i, False, q, dqd)
+
+
+@njit(cache=True)
+def point_force_power(ga, b, q, P, F, w):
+    """Virtual power ``F . v_P(w)`` of a force ``F`` at the world point ``P`` fixed to body
+    ``b``: ``v_P = w_r + sum_k x_k w_ek`` with ``x_k = (P - r_b) . e_k``."""
+    s0 = b * ga.nqb
+    D = ga.D
+    W = 0.0
+    for i in range(D):
+        W += F[i] * w[s0 + i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            W += xk * F[i] * w[s0 + (1 + k) * D + i]
+    return W
+
+
+@njit(cache=True)
+def point_force_add(ga, b, q, P, F, Q):
+    """``Q += d(F . v_P(w))/dw`` (the generalised force of :func:`point_force_power`)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        Q[s0 + i] += F[i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            Q[s0 + (1 + k) * D + i] += xk * F[i]
+
+
+@njit(cache=True)
+def tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp):
+    """Tangent of the tires' virtual power ``sum F . v_P(w)`` along ``(dq, dqd, dp)``: the
+    input tangents pushed through :func:`workbench._tire.tire_force_dir`."""
+    if ma.ty_pt.shape[0] == 0:
+        return 0.0
+    D = ga.D
+    nqb = ga.nqb
+    r0 = ma.rd_fld[0]
+    r1 = r0 + ma.rd_fld[1]
+    road = p[r0:r1]
+    droad = dp[r0:r1]
+    v = np.zeros((13, 3))
+    c, vc, e, om, dc, dvc, de, dom, F, P, dF, dP, tmp = (v[0], v[1], v[2], v[3], v[4], v[5],
+                                                        v[6], v[7], v[8], v[9], v[10],
+                                                        v[11], v[12])
+    dW = 0.0
+    for s in range(ma.ty_pt.shape[0]):
+        b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
+        tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
+        o = ma.ty_par[s]
+        TY.tire_force_dir(c, vc, e, om, p[o:o + TY.TY_NPAR], road, dc, dvc, de, dom,
+                          dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        dW += point_force_power(ga, b, q, P, dF, w)
+        # d x_k = (dP - dr) . e_k + (P - r) . de_k
+        s0 = b * nqb
+        for k in range(D):
+            dxk = 0.0
+            for i in range(D):
+                e0 = s0 + (1 + k) * D + i
+                dxk += (dP[i] - dq[s0 + i]) * q[e0] + (P[i] - q[s0 + i]) * dq[e0]
+            for i in range(D):
+                dW += dxk * F[i] * w[s0 + (1 + k) * D + i]
+    return dW
+
+
+@njit(cache=True)
 def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
     """``Q(q, qd, t)`` and the potential energy (gravity, springs, joint springs)."""
     D = ga.D
@@ -564,6 +707,14 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
                     Q[e0] += 0.5 * f * (d[1] * q[e0 + 2] - d[2] * q[e0 + 1])
                     Q[e0 + 1] += 0.5 * f * (d[2] * q[e0] - d[0] * q[e0 + 2])
                     Q[e0 + 2] += 0.5 * f * (d[0] * q[e0 + 1] - d[1] * q[e0])
+    if ma.ty_pt.shape[0] > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        v = np.zeros((6, 3))
+        for s in range(ma.ty_pt.shape[0]):
+            b = tire_inputs(ga, ma, p, s, q, qd, v[0], v[1], v[2], v[3])
+            o = ma.ty_par[s]
+            TY.tire_force(v[0], v[1], v[2], v[3], p[o:o + TY.TY_NPAR], road, v[4], v[5])
+            point_force_add(ga, b, q, v[5], v[4], Q)
     return V
 
 
@@ -687,6 +838,7 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
                     dW += 0.5 * f * (d[0] * (dq[e0 + 1] * w[e0 + 2] - dq[e0 + 2] * w[e0 + 1])
                                      + d[1] * (dq[e0 + 2] * w[e0] - dq[e0] * w[e0 + 2])
                                      + d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0]))
+    dW += tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp)
     return dW
 
 

@@ -28,34 +28,6 @@ MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_A
 
 
 @njit(cache=True)
-def angvel_bil(ga, b, c, body, x, y):
-    """Component ``c`` of the angular velocity of body ``b`` as a bilinear form of the
-    natural coordinates ``x = q`` and their rates ``y = qd`` (exact on orthonormal frames,
-    ``e_dot_k = omega x e_k``): global ``omega = 1/2 sum_k e_k x e_dot_k``; body components
-    ``omega . e_x = e_z . e_dot_y`` (cyclic).  Planar: ``omega_z = (e_x x e_dot_x)_z``."""
-    D = ga.D
-    s0 = b * ga.nqb
-    if D == 2:
-        if c != 2:
-            return 0.0
-        return x[s0 + 2] * y[s0 + 3] - x[s0 + 3] * y[s0 + 2]
-    if body:
-        k = (c + 2) % 3
-        l = (c + 1) % 3
-        s = 0.0
-        for i in range(3):
-            s += x[s0 + 3 * (1 + k) + i] * y[s0 + 3 * (1 + l) + i]
-        return s
-    i1 = (c + 1) % 3
-    i2 = (c + 2) % 3
-    s = 0.0
-    for k in range(3):
-        e = s0 + 3 * (1 + k)
-        s += x[e + i1] * y[e + i2] - x[e + i2] * y[e + i1]
-    return 0.5 * s
-
-
-@njit(cache=True)
 def measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, ms_type, ms_a,
                ms_c, out, dout):
     """Objective measures (``out``) and their tangents (``dout``) in natural coordinates:
@@ -77,8 +49,8 @@ def measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, ms_t
         elif typ == MS_ANGVEL or typ == MS_ANGVEL_BODY:
             # bilinear in (q, qd): the tangent is w(dq, qd) + w(q, dqd)
             body = typ == MS_ANGVEL_BODY
-            out[k] = angvel_bil(ga, i, c, body, q, qd)
-            dout[k] = (angvel_bil(ga, i, c, body, dq, qd) + angvel_bil(ga, i, c, body, q, dqd)
+            out[k] = G.angvel_bil(ga, i, c, body, q, qd)
+            dout[k] = (G.angvel_bil(ga, i, c, body, dq, qd) + G.angvel_bil(ga, i, c, body, q, dqd)
                        if tang else 0.0)
         else:
             s = ga.jc_sf[i]

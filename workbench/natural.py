@@ -65,6 +65,8 @@ def build_global(cm) -> tuple:
     D = 2 if planar else 3
     nqb = D + D * D
     nb = ma.b_frame.shape[0]
+    if planar and ma.ty_pt.shape[0] > 0:
+        raise ModelError("tire force elements need a spatial model (global formulation)")
     bld = _Build()
     names = []
     eye = np.eye(3)
