@@ -100,8 +100,10 @@ def op_apply(ga, o, x, w, deriv, affine, out):
 
 
 @njit(cache=True)
-def op_grad(ga, p, o, y, scale, row):
-    """``row += scale * d(op_o(q) . y)/dq``."""
+def op_grad_w(ga, w, o, y, scale, row, deriv):
+    """``row += scale * d(op_o(q) . y)/dq`` with the local vectors read from ``w``
+    (``deriv``: only the field part of ``w = dp``, no constant and no origin term: the
+    tangent of the gradient along a field direction)."""
     D = ga.D
     nqb = ga.nqb
     for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
@@ -113,17 +115,24 @@ def op_grad(ga, p, o, y, scale, row):
         f2 = ga.tm_f2[t]
         s0 = b * nqb
         for k in range(D):
-            wk = ga.tm_c[t, k]
+            wk = 0.0 if deriv else ga.tm_c[t, k]
             if f1 >= 0:
-                wk += p[f1 + k]
+                wk += w[f1 + k]
             if f2 >= 0:
-                wk += p[f2 + k]
-            for i in range(D):
-                row[s0 + (1 + k) * D + i] += sg * wk * y[i]
-        og = ga.tm_org[t]
+                wk += w[f2 + k]
+            if wk != 0.0:
+                for i in range(D):
+                    row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+        og = 0.0 if deriv else ga.tm_org[t]
         if og != 0.0:
             for i in range(D):
                 row[s0 + i] += sg * og * y[i]
+
+
+@njit(cache=True)
+def op_grad(ga, p, o, y, scale, row):
+    """``row += scale * d(op_o(q) . y)/dq``."""
+    op_grad_w(ga, p, o, y, scale, row, False)
 
 
 @njit(cache=True)
@@ -281,6 +290,76 @@ def sf_grad(ga, p, s, q, aref, sc, scale, row):
         op_grad(ga, p, o[1], JA[0], -scale * y / r2, row)
         op_grad(ga, p, o[2], JA[3], scale * x / r2, row)
         op_grad(ga, p, o[3], JA[2], scale * x / r2, row)
+
+
+@njit(cache=True)
+def _bil_parts(ga, p, oa, ob, q, dq, dp, V):
+    """Operands ``A = V[0]``, ``B = V[1]`` and their tangents ``V[2], V[3]`` along
+    ``(dq, dp)``; returns ``(A . B, d(A . B))``."""
+    D = ga.D
+    op_apply(ga, oa, q, p, False, True, V[0])
+    op_apply(ga, ob, q, p, False, True, V[1])
+    op_apply(ga, oa, dq, p, False, False, V[2])
+    op_apply(ga, oa, q, dp, True, True, V[4])
+    op_apply(ga, ob, dq, p, False, False, V[3])
+    op_apply(ga, ob, q, dp, True, True, V[5])
+    for i in range(D):
+        V[2, i] += V[4, i]
+        V[3, i] += V[5, i]
+    return _dot(V[0], V[1], D), _dot(V[2], V[1], D) + _dot(V[0], V[3], D)
+
+
+@njit(cache=True)
+def _bil_grad_add(ga, p, dp, oa, ob, V, c1, c2, row):
+    """``row += c1 grad(A . B) + c2 d(grad(A . B))`` (parts from :func:`_bil_parts`)."""
+    if c1 != 0.0:
+        op_grad(ga, p, oa, V[1], c1, row)
+        op_grad(ga, p, ob, V[0], c1, row)
+    if c2 != 0.0:
+        op_grad(ga, p, oa, V[3], c2, row)
+        op_grad_w(ga, dp, oa, V[1], c2, row, True)
+        op_grad(ga, p, ob, V[2], c2, row)
+        op_grad_w(ga, dp, ob, V[0], c2, row, True)
+
+
+@njit(cache=True)
+def sf_grad_t(ga, p, s, q, dq, dp, V, scale, row):
+    """``row += scale * d(df/dq)`` along ``(dq, dp)``: the tangent of the gradient of scalar
+    function ``s`` (so that ``d(Theta_q) w . mu`` costs one pass per direction instead of
+    one jet per ``w``).  ``V``: scratch (12, 3)."""
+    o = ga.sf_op[s]
+    kind = ga.sf_kind[s]
+    if kind == SF_BIL:
+        _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, 0.0, scale, row)
+    elif kind == SF_ASIN:
+        u, du = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        # d(g grad u) = g^3 u du grad u + g d(grad u)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, scale * g * g * g * u * du, scale * g, row)
+    else:
+        x, dx = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V[0:6])
+        y, dy = _bil_parts(ga, p, o[2], o[3], q, dq, dp, V[6:12])
+        r2 = x * x + y * y
+        dr2 = 2.0 * (x * dx + y * dy)
+        # grad f = (x grad y - y grad x) / r2
+        _bil_grad_add(ga, p, dp, o[2], o[3], V[6:12],
+                      scale * (dx / r2 - x * dr2 / (r2 * r2)), scale * x / r2, row)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V[0:6],
+                      -scale * (dy / r2 - y * dr2 / (r2 * r2)), -scale * y / r2, row)
+
+
+@njit(cache=True)
+def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
+    """``out = d(Theta_q^T mu)`` along ``(dq, dp)`` with ``mu`` fixed."""
+    out[:] = 0.0
+    m = ga.phi_sf.shape[0]
+    for k in range(m):
+        if mu[k] != 0.0:
+            sf_grad_t(ga, p, ga.phi_sf[k], q, dq, dp, V, mu[k], out)
+    for k in range(ga.dof_sf.shape[0]):
+        if mu[m + k] != 0.0:
+            sf_grad_t(ga, p, ga.dof_sf[k], q, dq, dp, V, mu[m + k], out)
 
 
 @njit(cache=True)
@@ -593,11 +672,12 @@ def point_force_add(ga, b, q, P, F, Q):
 
 
 @njit(cache=True)
-def tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp):
-    """Tangent of the tires' virtual power ``sum F . v_P(w)`` along ``(dq, dqd, dp)``: the
-    input tangents pushed through :func:`workbench._tire.tire_force_dir`."""
+def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
+    """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
+    tangents pushed through :func:`workbench._tire.tire_force_dir`, then the chain rule of
+    :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)."""
     if ma.ty_pt.shape[0] == 0:
-        return 0.0
+        return
     D = ga.D
     nqb = ga.nqb
     r0 = ma.rd_fld[0]
@@ -608,14 +688,13 @@ def tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp):
     c, vc, e, om, dc, dvc, de, dom, F, P, dF, dP, tmp = (v[0], v[1], v[2], v[3], v[4], v[5],
                                                         v[6], v[7], v[8], v[9], v[10],
                                                         v[11], v[12])
-    dW = 0.0
     for s in range(ma.ty_pt.shape[0]):
         b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
         tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
         o = ma.ty_par[s]
         TY.tire_force_dir(c, vc, e, om, p[o:o + TY.TY_NPAR], road, dc, dvc, de, dom,
                           dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
-        dW += point_force_power(ga, b, q, P, dF, w)
+        point_force_add(ga, b, q, P, dF, dQ)
         # d x_k = (dP - dr) . e_k + (P - r) . de_k
         s0 = b * nqb
         for k in range(D):
@@ -624,8 +703,7 @@ def tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp):
                 e0 = s0 + (1 + k) * D + i
                 dxk += (dP[i] - dq[s0 + i]) * q[e0] + (P[i] - q[s0 + i]) * dq[e0]
             for i in range(D):
-                dW += dxk * F[i] * w[s0 + (1 + k) * D + i]
-    return dW
+                dQ[s0 + (1 + k) * D + i] += dxk * F[i]
 
 
 @njit(cache=True)
@@ -719,12 +797,13 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
 
 
 @njit(cache=True)
-def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
-    """Tangent ``d(Q(q, qd, rho) . w)`` along ``(dq, dqd, dp)`` with ``w`` held fixed."""
+def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
+    """``dQ`` = tangent of the generalised forces ``Q(q, qd, rho)`` of
+    :func:`generalized_forces` along ``(dq, dqd, dp)`` (so ``d(Q . w) = dQ . w`` for a
+    fixed ``w``: one pass per direction serves every projection)."""
     D = ga.D
     nqb = ga.nqb
-    N = q.shape[0]
-    dW = 0.0
+    dQ[:] = 0.0
     grav = ma.gravity
     for b in range(ga.nb):
         m = p[ma.b_mass[b]]
@@ -733,21 +812,14 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         c = ma.b_com[b]
         s0 = b * nqb
         for i in range(D):
-            y = w[s0 + i]
-            dy = 0.0
+            dQ[s0 + i] += dm * grav[i]
             for k in range(D):
-                y += (p[o + k] + p[c + k]) * w[s0 + (1 + k) * D + i]
-                dy += (dp[o + k] + dp[c + k]) * w[s0 + (1 + k) * D + i]
-            dW += grav[i] * (dm * y + m * dy)
-    x1 = np.zeros(3)
-    x2 = np.zeros(3)
-    v1 = np.zeros(3)
-    v2 = np.zeros(3)
-    tmp = np.zeros(3)
-    dx = np.zeros(3)
-    dv = np.zeros(3)
-    wv = np.zeros(3)
-    dwv = np.zeros(3)
+                dQ[s0 + (1 + k) * D + i] += (dm * (p[o + k] + p[c + k])
+                                             + m * (dp[o + k] + dp[c + k])) * grav[i]
+    v = np.zeros((21, 3))
+    x1, x2, v1, v2, tmp, dx, dv, F, dF = v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
+    V = v[9:21]
+    z = np.zeros(q.shape[0])
     for s in range(ma.sp_pt.shape[0]):
         o1 = ga.pt_op[ma.sp_pt[s, 0]]
         o2 = ga.pt_op[ma.sp_pt[s, 1]]
@@ -779,15 +851,6 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         op_apply(ga, o1, qd, dp, True, False, tmp)
         for i in range(D):
             dv[i] -= tmp[i]
-        # virtual velocity of point 1 minus point 2 and its field tangent
-        op_apply(ga, o1, w, p, False, False, wv)
-        op_apply(ga, o2, w, p, False, False, tmp)
-        for i in range(D):
-            wv[i] -= tmp[i]
-        op_apply(ga, o1, w, dp, True, False, dwv)
-        op_apply(ga, o2, w, dp, True, False, tmp)
-        for i in range(D):
-            dwv[i] -= tmp[i]
         L = np.sqrt(_dot(x2, x2, D))
         Ld = _dot(x2, v2, D) / L
         dL = _dot(x2, dx, D) / L
@@ -799,47 +862,45 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         dT = (dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld
               + cc * dLd)
         for i in range(D):
-            F = T * x2[i] / L
-            dF = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
-            dW += dF * wv[i] + F * dwv[i]
+            F[i] = T * x2[i] / L
+            dF[i] = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
+        # Q = op_grad(o1, F) - op_grad(o2, F)
+        op_grad(ga, p, o1, dF, 1.0, dQ)
+        op_grad(ga, p, o2, dF, -1.0, dQ)
+        op_grad_w(ga, dp, o1, F, 1.0, dQ, True)
+        op_grad_w(ga, dp, o2, F, -1.0, dQ, True)
     jet = np.zeros(6)
-    jw = np.zeros(6)
-    z = np.zeros(N)
     for s in range(ma.js_coord.shape[0]):
         sf = ga.jc_sf[ma.js_coord[s]]
         sf_jet(ga, ma, p, sf, t, q, qd, z, dq, dqd, z, dp, True, aref, sc, jet)
-        sf_jet(ga, ma, p, sf, t, q, w, z, dq, z, z, dp, True, aref, sc, jw)
-        tf = ga.sf_tf[sf]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, tf, t)
-            jw[1] += fd
         k = p[ma.js_k[s]]
         cc = p[ma.js_c[s]]
         dz = jet[0] - p[ma.js_z0[s]]
         fs = -k * dz - cc * jet[1]
         dfs = (-dp[ma.js_k[s]] * dz - k * (jet[3] - dp[ma.js_z0[s]]) - dp[ma.js_c[s]] * jet[1]
                - cc * jet[4])
-        dW += dfs * jw[1] + fs * jw[4]
+        # Q = fs grad h
+        sf_grad(ga, p, sf, q, aref, sc, dfs, dQ)
+        sf_grad_t(ga, p, sf, q, dq, dp, V, fs, dQ)
     for s in range(ma.af_type.shape[0]):
         f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
         d = ma.af_dir[s]
         if ma.af_type[s] == AF_FORCE:
-            op_apply(ga, ga.pt_op[ma.af_idx[s]], w, dp, True, False, tmp)
-            for i in range(D):
-                dW += f * d[i] * tmp[i]
+            for i in range(3):
+                F[i] = f * d[i]
+            op_grad_w(ga, dp, ga.pt_op[ma.af_idx[s]], F, 1.0, dQ, True)
         else:
             s0 = ma.af_idx[s] * nqb
             for k in range(D):
                 e0 = s0 + (1 + k) * D
                 if D == 2:
-                    dW += 0.5 * f * d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0])
+                    dQ[e0] += -0.5 * f * d[2] * dq[e0 + 1]
+                    dQ[e0 + 1] += 0.5 * f * d[2] * dq[e0]
                 else:
-                    # 1/2 n . (de x w)
-                    dW += 0.5 * f * (d[0] * (dq[e0 + 1] * w[e0 + 2] - dq[e0 + 2] * w[e0 + 1])
-                                     + d[1] * (dq[e0 + 2] * w[e0] - dq[e0] * w[e0 + 2])
-                                     + d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0]))
-    dW += tire_power_t(ga, ma, p, q, qd, w, dq, dqd, dp)
-    return dW
+                    dQ[e0] += 0.5 * f * (d[1] * dq[e0 + 2] - d[2] * dq[e0 + 1])
+                    dQ[e0 + 1] += 0.5 * f * (d[2] * dq[e0] - d[0] * dq[e0 + 2])
+                    dQ[e0 + 2] += 0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
+    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
 
 
 @njit(cache=True)
@@ -941,6 +1002,8 @@ def integrate_global(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol,
     res = np.zeros(d)
     zero = np.zeros(N)
     zp = np.zeros(p.shape[0])
+    dQk = np.zeros(N)
+    dQc = np.zeros(N)
     rn = 0.0
     t = t0
     st, it, err, bad = solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
@@ -1001,13 +1064,16 @@ def integrate_global(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol,
                 break
             if it == 0:
                 Mb = Rphi.T @ (M @ Rphi)
-                for i in range(d):
-                    wi = np.ascontiguousarray(Rphi[:, i])
-                    for j in range(d):
-                        rj = np.ascontiguousarray(Rphi[:, j])
-                        kij = -virtual_power_t(ga, ma, p, t, q, qd, wi, rj, zero, zp, aref, sc)
-                        cij = -virtual_power_t(ga, ma, p, t, q, qd, wi, zero, rj, zp, aref, sc)
-                        Tm[i, j] = Mb[i, j] + 0.5 * h * cij + 0.25 * h * h * kij
+                for j in range(d):
+                    rj = np.ascontiguousarray(Rphi[:, j])
+                    force_tangent(ga, ma, p, t, q, qd, rj, zero, zp, aref, sc, dQk)
+                    force_tangent(ga, ma, p, t, q, qd, zero, rj, zp, aref, sc, dQc)
+                    dQk[:] = 0.5 * h * dQc + 0.25 * h * h * dQk
+                    for i in range(d):
+                        s = 0.0
+                        for k in range(N):
+                            s += Rphi[k, i] * dQk[k]
+                        Tm[i, j] = Mb[i, j] - s
             da, ok = MR.lu_solve_small(Tm, -res)
             if not ok:
                 return MR.ST_MASS, k0 + 1, t, 0.0, -1

@@ -119,6 +119,9 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     dqd = np.zeros(N)
     dqdd = np.zeros(N)
     rhs = np.zeros(m + d)
+    dQ = np.zeros(N)
+    dTm = np.zeros(N)
+    Vs = np.zeros((12, 3))
     ncol = 2 * d + npar
     for col in range(ncol + d):
         has_p = 2 * d <= col < ncol
@@ -163,15 +166,15 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if has_p:
             G.mass_matrix(ga, ma, p, dp, True, dM)
             dtm += dM @ qdd
+        G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
+        G.theta_grad_t(ga, p, q, dq, dp, mu, Vs, dTm)
+        for k in range(N):
+            dtm[k] -= dQ[k] + dTm[k]
         for j in range(d):
             Rj = RjT[j]
             s = 0.0
             for k in range(N):
                 s += Rj[k] * dtm[k]
-            s -= G.virtual_power_t(ga, ma, p, t, q, qd, Rj, dq, dqd, dp, aref, sc)
-            G.theta_jets(ga, ma, p, t, q, Rj, zero, dq, zero, zero, dp, True, aref, sc, J)
-            for k in range(m + d):
-                s -= mu[k] * J[k, 4]
             Jr[j, col] = s
     return MR.OK
 
