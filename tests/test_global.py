@@ -215,3 +215,27 @@ def test_universal_joint_with_parallel_axes_is_a_typed_error():
     m.joints["j1"].orientation = None
     with pytest.raises(ModelError, match="j1.*parallel"):
         simulate(m.compile(), 0.01, 1e-3, formulation="global")
+
+
+def test_buggy_step_global_tires_trajectory_and_gradients():
+    from workbench import vehicle
+    # the front axle starts 0.25 m before the step centre (5.5 m): at 3 m/s the front tires
+    # run over the smoothed edge (5.4 .. 5.6 m) between 0.05 and 0.12 s
+    cm = vehicle.prepare("buggy-step", parameters={"x0": 5.25}).compile()
+    kw = dict(parameters=["kf", "cf", "kr", "cr", "mc"], t_end=0.15)
+    Dg = sensitivity(cm, method="direct", formulation="global", **kw)
+    Ag = sensitivity(cm, method="adjoint", formulation="global", simulation=Dg.simulation,
+                     **kw)
+    Ds = sensitivity(cm, method="direct", formulation="sr-com", **kw)
+    g, s = Dg.simulation, Ds.simulation
+    x = s.coordinate("chassis.x")
+    assert x[0] < 5.4 - 0.1 and x[-1] > 5.6                      # front tires cross the edge
+    # same discrete equations, Newton tolerance 1e-10 relative (see above)
+    scale = 1.0 + np.max(np.abs(s.zdi))
+    assert np.max(np.abs(g.zi - s.zi)) < 1e-9 * scale
+    assert np.max(np.abs(g.zdi - s.zdi)) < 1e-8 * scale
+    assert np.max(np.abs(Dg.psi - Ds.psi) / np.abs(Ds.psi)) < 1e-8
+    # discrete direct and adjoint are the same derivative: rounding only
+    assert _rel_err(Ag.gradient, Dg.gradient) < 1e-9
+    # issue 6: global = semi-recursive to 1e-6 relative, entry by entry
+    assert np.max(np.abs(Dg.gradient - Ds.gradient) / np.abs(Ds.gradient)) < 1e-6
