@@ -606,7 +606,9 @@ def _cmd_reproduce(args) -> int:
         print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s, real-time factor "
-              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}")
+              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}; global: "
+              f"simulation {tm['simulation_global_s']:.2f} s, direct "
+              f"{tm['direct_global_s']:.2f} s, adjoint {tm['adjoint_global_s']:.2f} s")
     return 0
 
 
