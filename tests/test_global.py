@@ -239,3 +239,14 @@ def test_buggy_step_global_tires_trajectory_and_gradients():
     assert _rel_err(Ag.gradient, Dg.gradient) < 1e-9
     # issue 6: global = semi-recursive to 1e-6 relative, entry by entry
     assert np.max(np.abs(Dg.gradient - Ds.gradient) / np.abs(Ds.gradient)) < 1e-6
+
+
+def test_cli_simulate_buggy_step_global(tmp_path):
+    import json
+    from workbench.cli import main
+    assert main(["simulate", "buggy-step", "--formulation", "global", "--t-end", "0.02",
+                 "--no-plot", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["formulation"] == "global" and summary["steps"] == 20
+    # the position problem is solved to 1e-12 (default tolerance)
+    assert summary["max_constraint_violation"] < 1e-11
