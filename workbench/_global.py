@@ -12,20 +12,28 @@ the semi-recursive formulation; García de Jalón & Bayo natural coordinates):
 * Constraints ``Phi(q, rho, t)``: rigid body ``e_k . e_l = delta_kl``; tree joints between
   the parent and child body frames (revolute: coincident joint point, spatial axis
   ``(A_c C^T a) . (A_p n_i) = 0``; prismatic: ``(r_c - r_p - A_p s) . (A_p n_i) = 0`` and
-  locked orientation; fixed; spherical: point only; floating: none); cut joints,
+  locked orientation; cylindrical: the prismatic point-on-axis rows plus the revolute
+  axis rows; universal: point plus ``(A_p a1) . (A_c C^T a2) = a1 . a2``; fixed; spherical:
+  point only; floating: none); cut joints,
   distances (``|P2 - P1|^2 - L^2``) and the other primitive equations of the compiled model
   written in natural coordinates; drives ``h_j(q) - f(t)`` (rheonomic).
 * Degrees of freedom: the SAME independent coordinates as the semi-recursive model,
   imposed by ``h(q) - z^i = 0`` (seed 001 eqs 12-13, non-constant ``B = h_q``): a revolute
   angle ``theta = atan2((A_c C^T n1) . (A_p n2), (A_c C^T n1) . (A_p n1))`` (continuous
-  branch tracked), a prismatic travel ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
+  branch tracked; universal, spherical and floating angles likewise, the middle z-y-x
+  angle ``asin(-(A_p e_z) . (A_c C^T e_x))``), a prismatic travel
+  ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
 * Matrix-R projection: ``Theta_q = [Phi_q; B]``, ``[S R] = Theta_q^+`` (eq 16-17),
   ``qd = R zd^i + S b``, ``qdd = R zdd^i + S c`` (eqs 24-25), residual of the step
   ``r = R^T (M qdd - Q)`` (eq 28-29) with the CONSTANT block mass matrix
   ``M_b = Mloc (x) I_D``, ``Mloc = [[m, m g^T], [m g, m g g^T + J]]`` (``g`` the local centre
   of mass, ``J`` the centroidal second moment ``tr(I)/2 1 - I``; planar: ``Izz/2 I_2``).
 * Forces by virtual power ``Q . w``: gravity ``m grav . P_g(w)``, point-to-point springs,
-  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``.
+  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``,
+  tires (the law of :mod:`_tire` on the wheel centre, spin axis and angular velocity taken
+  from ``q, qd``; force at the contact point ``P``: ``Q . w = F . (w_r + sum_k x_k w_ek)``,
+  ``x_k = (P - r) . e_k``); force tangents (:func:`force_tangent`) and the tangent of
+  ``Theta_q^T mu`` (:func:`theta_grad_t`) are vectors, one pass per direction.
 
 Every scalar function ``f`` (constraint, DOF, joint coordinate) is evaluated with a *jet*:
 its value, rate and acceleration along ``(q, qd, qdd)`` and their exact tangents along a

@@ -7,13 +7,18 @@ forces) is described in :mod:`workbench._global`; this module builds the flat ar
 integrator and the sensitivity sweeps.
 
 Supported (scope of issue 6): planar and spatial models whose tree joints are revolute,
-prismatic, fixed, spherical or floating; every cut joint, distance constraint and drive
-of the compiled model; point-to-point spring-dampers, joint spring-dampers, point forces,
-torques and gravity.  Degrees of freedom, drives and joint springs must act on revolute or
-prismatic coordinates (or be point-coordinate DOF).  Tree joints of type cylindrical or
-universal, and angular-velocity objectives, raise :class:`~workbench.errors.ModelError`
-naming the element.  Relative coordinates of spherical/floating joints are reported as NaN
-(the revolute and prismatic ones are computed from the natural coordinates).
+prismatic, fixed, spherical or floating, and spatial models with cylindrical and universal
+tree joints; every cut joint, distance constraint and drive of the compiled model;
+point-to-point spring-dampers, joint spring-dampers, point forces, torques, gravity and
+tire-ground contacts (:mod:`workbench._tire`, evaluated on the wheel state taken from the
+natural coordinates).  Every relative coordinate of a spatial model has a joint-coordinate
+function of the natural coordinates (revolute/cylindrical/universal angles and the z-y-x
+angles of spherical/floating joints as ``atan2`` of two bilinear functions, the middle
+z-y-x angle as ``asin`` of one; travels bilinear), so any of them can be a degree of
+freedom, be driven or carry a joint spring; planar models support these on revolute and
+prismatic coordinates only (:class:`~workbench.errors.ModelError` naming the element
+otherwise).  Objectives: point positions/velocities/accelerations, body angular
+velocities (global or body components), joint coordinates and their rates.
 """
 
 from __future__ import annotations
@@ -214,8 +219,9 @@ def build_global(cm) -> tuple:
         elif typ == AR.C_DRIVE:
             s = jc_sf[int(ci[0])]
             if s < 0:
-                raise ModelError(f"drive {nm!r}: the global formulation drives revolute or "
-                                 f"prismatic coordinates only, not {cm.coord_names[ci[0]]!r}")
+                raise ModelError(f"drive {nm!r}: the global formulation of a planar model "
+                                 "drives revolute or prismatic coordinates only, not "
+                                 f"{cm.coord_names[ci[0]]!r}")
             kind, ops, K_, fK, _ = bld.sfs[s]
             add_phi(bld.sf(kind, ops, K_, fK, int(ci[1])), nm)
     # ---- degrees of freedom (same independent coordinates as the semi-recursive model)
@@ -225,8 +231,8 @@ def build_global(cm) -> tuple:
             s = jc_sf[int(ma.dof_i[k, 0])]
             if s < 0:
                 raise ModelError(f"degree of freedom {cm.dof_names[k]!r}: the global "
-                                 "formulation supports revolute/prismatic coordinates or "
-                                 "point coordinates as DOF")
+                                 "formulation of a planar model supports revolute/prismatic "
+                                 "coordinates or point coordinates as DOF")
             dof.append(s)
         else:
             c = int(ma.dof_i[k, 1])
@@ -236,8 +242,8 @@ def build_global(cm) -> tuple:
             dof.append(bld.sf(G.SF_BIL, [pt_op[int(ma.dof_i[k, 0])], const_op[c]]))
     for s in range(ma.js_coord.shape[0]):
         if jc_sf[int(ma.js_coord[s])] < 0:
-            raise ModelError(f"joint spring {s}: the global formulation supports joint springs "
-                             "on revolute/prismatic coordinates only")
+            raise ModelError(f"joint spring {s}: the global formulation of a planar model "
+                             "supports joint springs on revolute/prismatic coordinates only")
     T = bld.terms
     ga = GlobalArrays(
         D=D, nqb=nqb, nq=nb * nqb, nb=nb,
