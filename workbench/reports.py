@@ -207,7 +207,8 @@ def _cpu_figure(cpu, path, title="five-bar") -> None:
     ax.set_xticks(x)
     ax.set_xticklabels(["direct", "adjoint"])
     ax.set_ylabel("CPU (wall) time [s]")
-    ax.set_title(f"{title}: semi-recursive vs global Matrix-R (as seed 001 Figs 4-5)")
+    ax.set_title(f"{title}: semi-recursive vs global Matrix-R\n(as seed 001 Figs 4-5)",
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
