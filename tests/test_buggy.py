@@ -171,9 +171,16 @@ def test_cli_equilibrium_and_reproduce_dlc(tmp_path, capsys):
     np.testing.assert_allclose(df["fd"], df["direct_sr"], rtol=1e-3)
     # the exact gradient of the re-equilibrated map against its differences, same 1e-3
     np.testing.assert_allclose(df["fd_reequilibrated"], df["adjoint_sr_eq"], rtol=1e-3)
+    # issue 6: the global formulation (roll-rate objective, tires) gives the same discrete
+    # gradients (1e-6 relative: same discrete equations, Newton tolerance 1e-10)
+    np.testing.assert_allclose(df["direct_global"], df["direct_sr"], rtol=1e-6)
+    np.testing.assert_allclose(df["adjoint_global"], df["direct_global"], rtol=1e-9)
     tm = json.loads((d / "timings.json").read_text())
-    assert {"simulation_s", "direct_s", "adjoint_s", "fd_s", "real_time_factor"} <= set(tm)
+    assert {"simulation_s", "direct_s", "adjoint_s", "fd_s", "real_time_factor",
+            "simulation_global_s", "direct_global_s", "adjoint_global_s"} <= set(tm)
+    assert set(tm["saving_percent"]) >= {"simulation + direct", "simulation + adjoint"}
+    assert "semi-recursive saving" in (d / "report.md").read_text()
     for f in ("report.md", "histories.png", "path.png", "suspension_travel.png",
-              "step_size_study.csv"):
+              "step_size_study.csv", "cpu_sr_vs_global.png"):
         assert (d / f).is_file()
     assert "RECONSTRUCTION" in (d / "report.md").read_text()

@@ -91,7 +91,8 @@ def test_global_step_jacobians_match_differences_of_the_residual(model):
         cm = random_closed().compile()
         names = ["Lrod", "k"]
         objs = [O.point_acceleration("a", "b4.p1"), O.point_position("x", "b2.p0"),
-                O.coordinate("q", "j2", level=2)]
+                O.coordinate("q", "j2", level=2), O.angular_velocity("wb", "b4"),
+                O.angular_velocity("wg", "b2", frame="global")]
     ma = cm.arrays
     ga = global_model(cm)[0]
     Gm = np.ascontiguousarray(cm.G[:, [cm.param_names.index(n) for n in names]])
@@ -161,7 +162,91 @@ def test_five_bar_global_gradients_equal_semi_recursive_and_differences():
     assert _rel_err(F.gradient, Dg.gradient) < 1e-5
 
 
-def test_unsupported_joint_is_a_typed_error():
+MULTI_AXIS = {"cyl-univ": ["cylindrical", "universal", "revolute", "universal", "cylindrical"],
+              "float-sph": ["floating", "spherical", "universal", "cylindrical"]}
+
+
+def random_multi_axis(kind, seed=7):
+    """Random spatial tree with cylindrical/universal (and spherical/floating) tree joints,
+    a spring-damper, a joint spring, a force and a torque; parameters k (spring) and mb
+    (mass of body b2)."""
+    m = random_tree(seed, joint_types=MULTI_AXIS[kind], forces=True, name=kind)
+    m.parameter("k", 40.0, "N/m", provenance="test")
+    m.springs["spring"].k = "k"
+    m.parameter("mb", float(m.bodies["b2"].mass), "kg", provenance="test")
+    m.bodies["b2"].mass = "mb"
+    return m
+
+
+@pytest.mark.parametrize("kind", sorted(MULTI_AXIS))
+def test_multi_axis_tree_joints_trajectories_and_gradients(kind):
+    cm = random_multi_axis(kind).compile()
+    g = simulate(cm, 0.2, 1e-3, formulation="global")
+    s = simulate(cm, 0.2, 1e-3, formulation="sr-com")
+    # same discrete equations, Newton tolerance 1e-10 relative (see above)
+    scale = 1.0 + np.max(np.abs(s.zdi))
+    assert np.max(np.abs(g.zi - s.zi)) < 1e-9 * scale
+    assert np.max(np.abs(g.zdi - s.zdi)) < 1e-8 * scale
+    # every relative coordinate (also .a1/.a2, .s/.phi and the z-y-x angles) is recomputed
+    # from the natural coordinates
+    assert not np.isnan(g.z).any()
+    assert np.max(np.abs(g.z - s.z)) < 1e-9 * (1.0 + np.max(np.abs(s.z)))
+    assert g.max_constraint_violation < 1e-11
+    objs = [O.point_acceleration("a", "b3.p1"), O.point_velocity("v", "b1.p0"),
+            O.coordinate("q", "j1.a2" if kind == "cyl-univ" else "j3.s", level=1),
+            O.angular_velocity("roll", "b2", components="x"),
+            O.angular_velocity("w", "b3", components="yz", frame="global")]
+    kw = dict(objectives=objs, parameters=["k", "mb"], t_end=0.1, dt=1e-3)
+    Dg = sensitivity(cm, method="direct", formulation="global", **kw)
+    Ag = sensitivity(cm, method="adjoint", formulation="global", simulation=Dg.simulation,
+                     **kw)
+    Ds = sensitivity(cm, method="direct", formulation="sr-com", **kw)
+    # discrete direct and adjoint are the same derivative: rounding only
+    assert _rel_err(Ag.gradient, Dg.gradient) < 1e-9
+    # same objective values (angular velocities included): states agree to ~1e-10
+    assert np.max(np.abs(Dg.psi - Ds.psi) / np.abs(Ds.psi)) < 1e-8
+    # issue 6: global = semi-recursive to 1e-6 relative (same discrete equations)
+    assert _rel_err(Dg.gradient, Ds.gradient) < 1e-6
+
+
+def test_universal_joint_with_parallel_axes_is_a_typed_error():
     m = random_tree(2, joint_types=["revolute", "universal"], name="u")
-    with pytest.raises(ModelError, match="j1.*universal"):
+    m.joints["j1"].axis2 = list(m.joints["j1"].axis)
+    m.joints["j1"].orientation = None
+    with pytest.raises(ModelError, match="j1.*parallel"):
         simulate(m.compile(), 0.01, 1e-3, formulation="global")
+
+
+def test_buggy_step_global_tires_trajectory_and_gradients():
+    from workbench import vehicle
+    # the front axle starts 0.25 m before the step centre (5.5 m): at 3 m/s the front tires
+    # run over the smoothed edge (5.4 .. 5.6 m) between 0.05 and 0.12 s
+    cm = vehicle.prepare("buggy-step", parameters={"x0": 5.25}).compile()
+    kw = dict(parameters=["kf", "cf", "kr", "cr", "mc"], t_end=0.15)
+    Dg = sensitivity(cm, method="direct", formulation="global", **kw)
+    Ag = sensitivity(cm, method="adjoint", formulation="global", simulation=Dg.simulation,
+                     **kw)
+    Ds = sensitivity(cm, method="direct", formulation="sr-com", **kw)
+    g, s = Dg.simulation, Ds.simulation
+    x = s.coordinate("chassis.x")
+    assert x[0] < 5.4 - 0.1 and x[-1] > 5.6                      # front tires cross the edge
+    # same discrete equations, Newton tolerance 1e-10 relative (see above)
+    scale = 1.0 + np.max(np.abs(s.zdi))
+    assert np.max(np.abs(g.zi - s.zi)) < 1e-9 * scale
+    assert np.max(np.abs(g.zdi - s.zdi)) < 1e-8 * scale
+    assert np.max(np.abs(Dg.psi - Ds.psi) / np.abs(Ds.psi)) < 1e-8
+    # discrete direct and adjoint are the same derivative: rounding only
+    assert _rel_err(Ag.gradient, Dg.gradient) < 1e-9
+    # issue 6: global = semi-recursive to 1e-6 relative, entry by entry
+    assert np.max(np.abs(Dg.gradient - Ds.gradient) / np.abs(Ds.gradient)) < 1e-6
+
+
+def test_cli_simulate_buggy_step_global(tmp_path):
+    import json
+    from workbench.cli import main
+    assert main(["simulate", "buggy-step", "--formulation", "global", "--t-end", "0.02",
+                 "--no-plot", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["formulation"] == "global" and summary["steps"] == 20
+    # the position problem is solved to 1e-12 (default tolerance)
+    assert summary["max_constraint_violation"] < 1e-11

@@ -12,20 +12,28 @@ the semi-recursive formulation; García de Jalón & Bayo natural coordinates):
 * Constraints ``Phi(q, rho, t)``: rigid body ``e_k . e_l = delta_kl``; tree joints between
   the parent and child body frames (revolute: coincident joint point, spatial axis
   ``(A_c C^T a) . (A_p n_i) = 0``; prismatic: ``(r_c - r_p - A_p s) . (A_p n_i) = 0`` and
-  locked orientation; fixed; spherical: point only; floating: none); cut joints,
+  locked orientation; cylindrical: the prismatic point-on-axis rows plus the revolute
+  axis rows; universal: point plus ``(A_p a1) . (A_c C^T a2) = a1 . a2``; fixed; spherical:
+  point only; floating: none); cut joints,
   distances (``|P2 - P1|^2 - L^2``) and the other primitive equations of the compiled model
   written in natural coordinates; drives ``h_j(q) - f(t)`` (rheonomic).
 * Degrees of freedom: the SAME independent coordinates as the semi-recursive model,
   imposed by ``h(q) - z^i = 0`` (seed 001 eqs 12-13, non-constant ``B = h_q``): a revolute
   angle ``theta = atan2((A_c C^T n1) . (A_p n2), (A_c C^T n1) . (A_p n1))`` (continuous
-  branch tracked), a prismatic travel ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
+  branch tracked; universal, spherical and floating angles likewise, the middle z-y-x
+  angle ``asin(-(A_p e_z) . (A_c C^T e_x))``), a prismatic travel
+  ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
 * Matrix-R projection: ``Theta_q = [Phi_q; B]``, ``[S R] = Theta_q^+`` (eq 16-17),
   ``qd = R zd^i + S b``, ``qdd = R zdd^i + S c`` (eqs 24-25), residual of the step
   ``r = R^T (M qdd - Q)`` (eq 28-29) with the CONSTANT block mass matrix
   ``M_b = Mloc (x) I_D``, ``Mloc = [[m, m g^T], [m g, m g g^T + J]]`` (``g`` the local centre
   of mass, ``J`` the centroidal second moment ``tr(I)/2 1 - I``; planar: ``Izz/2 I_2``).
 * Forces by virtual power ``Q . w``: gravity ``m grav . P_g(w)``, point-to-point springs,
-  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``.
+  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``,
+  tires (the law of :mod:`_tire` on the wheel centre, spin axis and angular velocity taken
+  from ``q, qd``; force at the contact point ``P``: ``Q . w = F . (w_r + sum_k x_k w_ek)``,
+  ``x_k = (P - r) . e_k``); force tangents (:func:`force_tangent`) and the tangent of
+  ``Theta_q^T mu`` (:func:`theta_grad_t`) are vectors, one pass per direction.
 
 Every scalar function ``f`` (constraint, DOF, joint coordinate) is evaluated with a *jet*:
 its value, rate and acceleration along ``(q, qd, qdd)`` and their exact tangents along a
@@ -40,9 +48,10 @@ from numba import njit
 
 from . import _kernels as K
 from . import _matrixr as MR
+from . import _tire as TY
 from ._arrays import AF_FORCE
 
-SF_BIL, SF_ANGLE = 0, 1
+SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
 # measure kinds (same codes as _sens)
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -99,8 +108,10 @@ def op_apply(ga, o, x, w, deriv, affine, out):
 
 
 @njit(cache=True)
-def op_grad(ga, p, o, y, scale, row):
-    """``row += scale * d(op_o(q) . y)/dq``."""
+def op_grad_w(ga, w, o, y, scale, row, deriv):
+    """``row += scale * d(op_o(q) . y)/dq`` with the local vectors read from ``w``
+    (``deriv``: only the field part of ``w = dp``, no constant and no origin term: the
+    tangent of the gradient along a field direction)."""
     D = ga.D
     nqb = ga.nqb
     for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
@@ -112,17 +123,24 @@ def op_grad(ga, p, o, y, scale, row):
         f2 = ga.tm_f2[t]
         s0 = b * nqb
         for k in range(D):
-            wk = ga.tm_c[t, k]
+            wk = 0.0 if deriv else ga.tm_c[t, k]
             if f1 >= 0:
-                wk += p[f1 + k]
+                wk += w[f1 + k]
             if f2 >= 0:
-                wk += p[f2 + k]
-            for i in range(D):
-                row[s0 + (1 + k) * D + i] += sg * wk * y[i]
-        og = ga.tm_org[t]
+                wk += w[f2 + k]
+            if wk != 0.0:
+                for i in range(D):
+                    row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+        og = 0.0 if deriv else ga.tm_org[t]
         if og != 0.0:
             for i in range(D):
                 row[s0 + i] += sg * og * y[i]
+
+
+@njit(cache=True)
+def op_grad(ga, p, o, y, scale, row):
+    """``row += scale * d(op_o(q) . y)/dq``."""
+    op_grad_w(ga, p, o, y, scale, row, False)
 
 
 @njit(cache=True)
@@ -197,6 +215,25 @@ def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
             out[0] -= p[fk] * p[fk]
             if tang:
                 out[3] -= 2.0 * p[fk] * dp[fk]
+    elif ga.sf_kind[s] == SF_ASIN:
+        # f = asin(u), u = A . B (an element of a relative rotation matrix)
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
+        u, ud, udd, du, dud, dudd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        g3 = g * g * g
+        out[0] = np.arcsin(u)
+        out[1] = g * ud
+        out[2] = g * udd + g3 * u * ud * ud
+        if tang:
+            dg = g3 * u * du
+            out[3] = g * du
+            out[4] = dg * ud + g * dud
+            out[5] = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
+                      + 2.0 * g3 * u * ud * dud)
+        else:
+            out[3] = 0.0
+            out[4] = 0.0
+            out[5] = 0.0
     else:
         bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
         bil_jet(ga, p, o[2], o[3], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, oy)
@@ -242,6 +279,13 @@ def sf_grad(ga, p, s, q, aref, sc, scale, row):
         op_apply(ga, o[1], q, p, False, True, JA[1])
         op_grad(ga, p, o[0], JA[1], scale, row)
         op_grad(ga, p, o[1], JA[0], scale, row)
+    elif ga.sf_kind[s] == SF_ASIN:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        u = _dot(JA[0], JA[1], D)
+        g = scale / np.sqrt(1.0 - u * u)
+        op_grad(ga, p, o[0], JA[1], g, row)
+        op_grad(ga, p, o[1], JA[0], g, row)
     else:
         op_apply(ga, o[0], q, p, False, True, JA[0])
         op_apply(ga, o[1], q, p, False, True, JA[1])
@@ -254,6 +298,76 @@ def sf_grad(ga, p, s, q, aref, sc, scale, row):
         op_grad(ga, p, o[1], JA[0], -scale * y / r2, row)
         op_grad(ga, p, o[2], JA[3], scale * x / r2, row)
         op_grad(ga, p, o[3], JA[2], scale * x / r2, row)
+
+
+@njit(cache=True)
+def _bil_parts(ga, p, oa, ob, q, dq, dp, V):
+    """Operands ``A = V[0]``, ``B = V[1]`` and their tangents ``V[2], V[3]`` along
+    ``(dq, dp)``; returns ``(A . B, d(A . B))``."""
+    D = ga.D
+    op_apply(ga, oa, q, p, False, True, V[0])
+    op_apply(ga, ob, q, p, False, True, V[1])
+    op_apply(ga, oa, dq, p, False, False, V[2])
+    op_apply(ga, oa, q, dp, True, True, V[4])
+    op_apply(ga, ob, dq, p, False, False, V[3])
+    op_apply(ga, ob, q, dp, True, True, V[5])
+    for i in range(D):
+        V[2, i] += V[4, i]
+        V[3, i] += V[5, i]
+    return _dot(V[0], V[1], D), _dot(V[2], V[1], D) + _dot(V[0], V[3], D)
+
+
+@njit(cache=True)
+def _bil_grad_add(ga, p, dp, oa, ob, V, c1, c2, row):
+    """``row += c1 grad(A . B) + c2 d(grad(A . B))`` (parts from :func:`_bil_parts`)."""
+    if c1 != 0.0:
+        op_grad(ga, p, oa, V[1], c1, row)
+        op_grad(ga, p, ob, V[0], c1, row)
+    if c2 != 0.0:
+        op_grad(ga, p, oa, V[3], c2, row)
+        op_grad_w(ga, dp, oa, V[1], c2, row, True)
+        op_grad(ga, p, ob, V[2], c2, row)
+        op_grad_w(ga, dp, ob, V[0], c2, row, True)
+
+
+@njit(cache=True)
+def sf_grad_t(ga, p, s, q, dq, dp, V, scale, row):
+    """``row += scale * d(df/dq)`` along ``(dq, dp)``: the tangent of the gradient of scalar
+    function ``s`` (so that ``d(Theta_q) w . mu`` costs one pass per direction instead of
+    one jet per ``w``).  ``V``: scratch (12, 3)."""
+    o = ga.sf_op[s]
+    kind = ga.sf_kind[s]
+    if kind == SF_BIL:
+        _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, 0.0, scale, row)
+    elif kind == SF_ASIN:
+        u, du = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        # d(g grad u) = g^3 u du grad u + g d(grad u)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, scale * g * g * g * u * du, scale * g, row)
+    else:
+        x, dx = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V[0:6])
+        y, dy = _bil_parts(ga, p, o[2], o[3], q, dq, dp, V[6:12])
+        r2 = x * x + y * y
+        dr2 = 2.0 * (x * dx + y * dy)
+        # grad f = (x grad y - y grad x) / r2
+        _bil_grad_add(ga, p, dp, o[2], o[3], V[6:12],
+                      scale * (dx / r2 - x * dr2 / (r2 * r2)), scale * x / r2, row)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V[0:6],
+                      -scale * (dy / r2 - y * dr2 / (r2 * r2)), -scale * y / r2, row)
+
+
+@njit(cache=True)
+def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
+    """``out = d(Theta_q^T mu)`` along ``(dq, dp)`` with ``mu`` fixed."""
+    out[:] = 0.0
+    m = ga.phi_sf.shape[0]
+    for k in range(m):
+        if mu[k] != 0.0:
+            sf_grad_t(ga, p, ga.phi_sf[k], q, dq, dp, V, mu[k], out)
+    for k in range(ga.dof_sf.shape[0]):
+        if mu[m + k] != 0.0:
+            sf_grad_t(ga, p, ga.dof_sf[k], q, dq, dp, V, mu[m + k], out)
 
 
 @njit(cache=True)
@@ -460,6 +574,147 @@ def mass_matrix(ga, ma, p, w, deriv, M):
 
 
 @njit(cache=True)
+def angvel_bil(ga, b, c, body, x, y):
+    """Component ``c`` of the angular velocity of body ``b`` as a bilinear form of the
+    natural coordinates ``x = q`` and their rates ``y = qd`` (exact on orthonormal frames,
+    ``e_dot_k = omega x e_k``): global ``omega = 1/2 sum_k e_k x e_dot_k``; body components
+    ``omega . e_x = e_z . e_dot_y`` (cyclic).  Planar: ``omega_z = (e_x x e_dot_x)_z``."""
+    D = ga.D
+    s0 = b * ga.nqb
+    if D == 2:
+        if c != 2:
+            return 0.0
+        return x[s0 + 2] * y[s0 + 3] - x[s0 + 3] * y[s0 + 2]
+    if body:
+        k = (c + 2) % 3
+        l = (c + 1) % 3
+        s = 0.0
+        for i in range(3):
+            s += x[s0 + 3 * (1 + k) + i] * y[s0 + 3 * (1 + l) + i]
+        return s
+    i1 = (c + 1) % 3
+    i2 = (c + 2) % 3
+    s = 0.0
+    for k in range(3):
+        e = s0 + 3 * (1 + k)
+        s += x[e + i1] * y[e + i2] - x[e + i2] * y[e + i1]
+    return 0.5 * s
+
+
+@njit(cache=True)
+def body_vector(ga, b, v, x, out):
+    """``out = sum_k v_k e_k(x)`` (a body-fixed vector with local components ``v``)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        out[i] = 0.0
+        for k in range(D):
+            out[i] += v[k] * x[s0 + (1 + k) * D + i]
+
+
+@njit(cache=True)
+def tire_inputs(ga, ma, p, s, q, qd, c, vc, e, w):
+    """Inputs of the tire law of contact ``s`` (:func:`workbench._tire.tire_force`) from the
+    natural coordinates: wheel centre ``c`` and its velocity ``vc``, global spin axis ``e``,
+    wheel angular velocity ``w`` (global).  Returns the wheel body."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    op_apply(ga, ga.pt_op[k1], q, p, False, True, c)
+    op_apply(ga, ga.pt_op[k1], qd, p, False, False, vc)
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], q, e)
+    for i in range(3):
+        w[i] = angvel_bil(ga, b, i, False, q, qd)
+    return b
+
+
+@njit(cache=True)
+def tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dw, tmp):
+    """Tangents of :func:`tire_inputs` along ``(dq, dqd, dp)``."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    o = ga.pt_op[k1]
+    op_apply(ga, o, dq, p, False, False, dc)
+    op_apply(ga, o, q, dp, True, True, tmp)
+    for i in range(3):
+        dc[i] += tmp[i]
+    op_apply(ga, o, dqd, p, False, False, dvc)
+    op_apply(ga, o, qd, dp, True, False, tmp)
+    for i in range(3):
+        dvc[i] += tmp[i]
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], dq, de)
+    for i in range(3):
+        dw[i] = angvel_bil(ga, b, i, False, dq, qd) + angvel_bil(ga, b, i, False, q, dqd)
+
+
+@njit(cache=True)
+def point_force_power(ga, b, q, P, F, w):
+    """Virtual power ``F . v_P(w)`` of a force ``F`` at the world point ``P`` fixed to body
+    ``b``: ``v_P = w_r + sum_k x_k w_ek`` with ``x_k = (P - r_b) . e_k``."""
+    s0 = b * ga.nqb
+    D = ga.D
+    W = 0.0
+    for i in range(D):
+        W += F[i] * w[s0 + i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            W += xk * F[i] * w[s0 + (1 + k) * D + i]
+    return W
+
+
+@njit(cache=True)
+def point_force_add(ga, b, q, P, F, Q):
+    """``Q += d(F . v_P(w))/dw`` (the generalised force of :func:`point_force_power`)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        Q[s0 + i] += F[i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            Q[s0 + (1 + k) * D + i] += xk * F[i]
+
+
+@njit(cache=True)
+def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
+    """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
+    tangents pushed through :func:`workbench._tire.tire_force_dir`, then the chain rule of
+    :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)."""
+    if ma.ty_pt.shape[0] == 0:
+        return
+    D = ga.D
+    nqb = ga.nqb
+    r0 = ma.rd_fld[0]
+    r1 = r0 + ma.rd_fld[1]
+    road = p[r0:r1]
+    droad = dp[r0:r1]
+    v = np.zeros((13, 3))
+    c, vc, e, om, dc, dvc, de, dom, F, P, dF, dP, tmp = (v[0], v[1], v[2], v[3], v[4], v[5],
+                                                        v[6], v[7], v[8], v[9], v[10],
+                                                        v[11], v[12])
+    for s in range(ma.ty_pt.shape[0]):
+        b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
+        tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
+        o = ma.ty_par[s]
+        TY.tire_force_dir(c, vc, e, om, p[o:o + TY.TY_NPAR], road, dc, dvc, de, dom,
+                          dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        point_force_add(ga, b, q, P, dF, dQ)
+        # d x_k = (dP - dr) . e_k + (P - r) . de_k
+        s0 = b * nqb
+        for k in range(D):
+            dxk = 0.0
+            for i in range(D):
+                e0 = s0 + (1 + k) * D + i
+                dxk += (dP[i] - dq[s0 + i]) * q[e0] + (P[i] - q[s0 + i]) * dq[e0]
+            for i in range(D):
+                dQ[s0 + (1 + k) * D + i] += dxk * F[i]
+
+
+@njit(cache=True)
 def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
     """``Q(q, qd, t)`` and the potential energy (gravity, springs, joint springs)."""
     D = ga.D
@@ -538,16 +793,25 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
                     Q[e0] += 0.5 * f * (d[1] * q[e0 + 2] - d[2] * q[e0 + 1])
                     Q[e0 + 1] += 0.5 * f * (d[2] * q[e0] - d[0] * q[e0 + 2])
                     Q[e0 + 2] += 0.5 * f * (d[0] * q[e0 + 1] - d[1] * q[e0])
+    if ma.ty_pt.shape[0] > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        v = np.zeros((6, 3))
+        for s in range(ma.ty_pt.shape[0]):
+            b = tire_inputs(ga, ma, p, s, q, qd, v[0], v[1], v[2], v[3])
+            o = ma.ty_par[s]
+            TY.tire_force(v[0], v[1], v[2], v[3], p[o:o + TY.TY_NPAR], road, v[4], v[5])
+            point_force_add(ga, b, q, v[5], v[4], Q)
     return V
 
 
 @njit(cache=True)
-def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
-    """Tangent ``d(Q(q, qd, rho) . w)`` along ``(dq, dqd, dp)`` with ``w`` held fixed."""
+def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
+    """``dQ`` = tangent of the generalised forces ``Q(q, qd, rho)`` of
+    :func:`generalized_forces` along ``(dq, dqd, dp)`` (so ``d(Q . w) = dQ . w`` for a
+    fixed ``w``: one pass per direction serves every projection)."""
     D = ga.D
     nqb = ga.nqb
-    N = q.shape[0]
-    dW = 0.0
+    dQ[:] = 0.0
     grav = ma.gravity
     for b in range(ga.nb):
         m = p[ma.b_mass[b]]
@@ -556,21 +820,14 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         c = ma.b_com[b]
         s0 = b * nqb
         for i in range(D):
-            y = w[s0 + i]
-            dy = 0.0
+            dQ[s0 + i] += dm * grav[i]
             for k in range(D):
-                y += (p[o + k] + p[c + k]) * w[s0 + (1 + k) * D + i]
-                dy += (dp[o + k] + dp[c + k]) * w[s0 + (1 + k) * D + i]
-            dW += grav[i] * (dm * y + m * dy)
-    x1 = np.zeros(3)
-    x2 = np.zeros(3)
-    v1 = np.zeros(3)
-    v2 = np.zeros(3)
-    tmp = np.zeros(3)
-    dx = np.zeros(3)
-    dv = np.zeros(3)
-    wv = np.zeros(3)
-    dwv = np.zeros(3)
+                dQ[s0 + (1 + k) * D + i] += (dm * (p[o + k] + p[c + k])
+                                             + m * (dp[o + k] + dp[c + k])) * grav[i]
+    v = np.zeros((21, 3))
+    x1, x2, v1, v2, tmp, dx, dv, F, dF = v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
+    V = v[9:21]
+    z = np.zeros(q.shape[0])
     for s in range(ma.sp_pt.shape[0]):
         o1 = ga.pt_op[ma.sp_pt[s, 0]]
         o2 = ga.pt_op[ma.sp_pt[s, 1]]
@@ -602,15 +859,6 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         op_apply(ga, o1, qd, dp, True, False, tmp)
         for i in range(D):
             dv[i] -= tmp[i]
-        # virtual velocity of point 1 minus point 2 and its field tangent
-        op_apply(ga, o1, w, p, False, False, wv)
-        op_apply(ga, o2, w, p, False, False, tmp)
-        for i in range(D):
-            wv[i] -= tmp[i]
-        op_apply(ga, o1, w, dp, True, False, dwv)
-        op_apply(ga, o2, w, dp, True, False, tmp)
-        for i in range(D):
-            dwv[i] -= tmp[i]
         L = np.sqrt(_dot(x2, x2, D))
         Ld = _dot(x2, v2, D) / L
         dL = _dot(x2, dx, D) / L
@@ -622,46 +870,45 @@ def virtual_power_t(ga, ma, p, t, q, qd, w, dq, dqd, dp, aref, sc):
         dT = (dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld
               + cc * dLd)
         for i in range(D):
-            F = T * x2[i] / L
-            dF = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
-            dW += dF * wv[i] + F * dwv[i]
+            F[i] = T * x2[i] / L
+            dF[i] = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
+        # Q = op_grad(o1, F) - op_grad(o2, F)
+        op_grad(ga, p, o1, dF, 1.0, dQ)
+        op_grad(ga, p, o2, dF, -1.0, dQ)
+        op_grad_w(ga, dp, o1, F, 1.0, dQ, True)
+        op_grad_w(ga, dp, o2, F, -1.0, dQ, True)
     jet = np.zeros(6)
-    jw = np.zeros(6)
-    z = np.zeros(N)
     for s in range(ma.js_coord.shape[0]):
         sf = ga.jc_sf[ma.js_coord[s]]
         sf_jet(ga, ma, p, sf, t, q, qd, z, dq, dqd, z, dp, True, aref, sc, jet)
-        sf_jet(ga, ma, p, sf, t, q, w, z, dq, z, z, dp, True, aref, sc, jw)
-        tf = ga.sf_tf[sf]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, tf, t)
-            jw[1] += fd
         k = p[ma.js_k[s]]
         cc = p[ma.js_c[s]]
         dz = jet[0] - p[ma.js_z0[s]]
         fs = -k * dz - cc * jet[1]
         dfs = (-dp[ma.js_k[s]] * dz - k * (jet[3] - dp[ma.js_z0[s]]) - dp[ma.js_c[s]] * jet[1]
                - cc * jet[4])
-        dW += dfs * jw[1] + fs * jw[4]
+        # Q = fs grad h
+        sf_grad(ga, p, sf, q, aref, sc, dfs, dQ)
+        sf_grad_t(ga, p, sf, q, dq, dp, V, fs, dQ)
     for s in range(ma.af_type.shape[0]):
         f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
         d = ma.af_dir[s]
         if ma.af_type[s] == AF_FORCE:
-            op_apply(ga, ga.pt_op[ma.af_idx[s]], w, dp, True, False, tmp)
-            for i in range(D):
-                dW += f * d[i] * tmp[i]
+            for i in range(3):
+                F[i] = f * d[i]
+            op_grad_w(ga, dp, ga.pt_op[ma.af_idx[s]], F, 1.0, dQ, True)
         else:
             s0 = ma.af_idx[s] * nqb
             for k in range(D):
                 e0 = s0 + (1 + k) * D
                 if D == 2:
-                    dW += 0.5 * f * d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0])
+                    dQ[e0] += -0.5 * f * d[2] * dq[e0 + 1]
+                    dQ[e0 + 1] += 0.5 * f * d[2] * dq[e0]
                 else:
-                    # 1/2 n . (de x w)
-                    dW += 0.5 * f * (d[0] * (dq[e0 + 1] * w[e0 + 2] - dq[e0 + 2] * w[e0 + 1])
-                                     + d[1] * (dq[e0 + 2] * w[e0] - dq[e0] * w[e0 + 2])
-                                     + d[2] * (dq[e0] * w[e0 + 1] - dq[e0 + 1] * w[e0]))
-    return dW
+                    dQ[e0] += 0.5 * f * (d[1] * dq[e0 + 2] - d[2] * dq[e0 + 1])
+                    dQ[e0 + 1] += 0.5 * f * (d[2] * dq[e0] - d[0] * dq[e0 + 2])
+                    dQ[e0 + 2] += 0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
+    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
 
 
 @njit(cache=True)
@@ -763,6 +1010,8 @@ def integrate_global(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol,
     res = np.zeros(d)
     zero = np.zeros(N)
     zp = np.zeros(p.shape[0])
+    dQk = np.zeros(N)
+    dQc = np.zeros(N)
     rn = 0.0
     t = t0
     st, it, err, bad = solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
@@ -823,13 +1072,16 @@ def integrate_global(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol,
                 break
             if it == 0:
                 Mb = Rphi.T @ (M @ Rphi)
-                for i in range(d):
-                    wi = np.ascontiguousarray(Rphi[:, i])
-                    for j in range(d):
-                        rj = np.ascontiguousarray(Rphi[:, j])
-                        kij = -virtual_power_t(ga, ma, p, t, q, qd, wi, rj, zero, zp, aref, sc)
-                        cij = -virtual_power_t(ga, ma, p, t, q, qd, wi, zero, rj, zp, aref, sc)
-                        Tm[i, j] = Mb[i, j] + 0.5 * h * cij + 0.25 * h * h * kij
+                for j in range(d):
+                    rj = np.ascontiguousarray(Rphi[:, j])
+                    force_tangent(ga, ma, p, t, q, qd, rj, zero, zp, aref, sc, dQk)
+                    force_tangent(ga, ma, p, t, q, qd, zero, rj, zp, aref, sc, dQc)
+                    dQk[:] = 0.5 * h * dQc + 0.25 * h * h * dQk
+                    for i in range(d):
+                        s = 0.0
+                        for k in range(N):
+                            s += Rphi[k, i] * dQk[k]
+                        Tm[i, j] = Mb[i, j] - s
             da, ok = MR.lu_solve_small(Tm, -res)
             if not ok:
                 return MR.ST_MASS, k0 + 1, t, 0.0, -1

@@ -31,8 +31,9 @@ MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_A
 def measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, ms_type, ms_a,
                ms_c, out, dout):
     """Objective measures (``out``) and their tangents (``dout``) in natural coordinates:
-    point position/velocity/acceleration components (linear in q, qd, qdd) and joint
-    coordinates with their rates (the joint-coordinate jets)."""
+    point position/velocity/acceleration components (linear in q, qd, qdd), body angular
+    velocities (bilinear in q, qd) and joint coordinates with their rates (the
+    joint-coordinate jets)."""
     Jp = sc[1]
     tmp = sc[2, 0]
     jet = np.zeros(6)
@@ -45,6 +46,12 @@ def measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, ms_t
             lv = typ - MS_POS
             out[k] = Jp[lv, c]
             dout[k] = Jp[3 + lv, c] if tang else 0.0
+        elif typ == MS_ANGVEL or typ == MS_ANGVEL_BODY:
+            # bilinear in (q, qd): the tangent is w(dq, qd) + w(q, dqd)
+            body = typ == MS_ANGVEL_BODY
+            out[k] = G.angvel_bil(ga, i, c, body, q, qd)
+            dout[k] = (G.angvel_bil(ga, i, c, body, dq, qd) + G.angvel_bil(ga, i, c, body, q, dqd)
+                       if tang else 0.0)
         else:
             s = ga.jc_sf[i]
             G.sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, jet)
@@ -112,6 +119,9 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     dqd = np.zeros(N)
     dqdd = np.zeros(N)
     rhs = np.zeros(m + d)
+    dQ = np.zeros(N)
+    dTm = np.zeros(N)
+    Vs = np.zeros((12, 3))
     ncol = 2 * d + npar
     for col in range(ncol + d):
         has_p = 2 * d <= col < ncol
@@ -156,15 +166,15 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if has_p:
             G.mass_matrix(ga, ma, p, dp, True, dM)
             dtm += dM @ qdd
+        G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
+        G.theta_grad_t(ga, p, q, dq, dp, mu, Vs, dTm)
+        for k in range(N):
+            dtm[k] -= dQ[k] + dTm[k]
         for j in range(d):
             Rj = RjT[j]
             s = 0.0
             for k in range(N):
                 s += Rj[k] * dtm[k]
-            s -= G.virtual_power_t(ga, ma, p, t, q, qd, Rj, dq, dqd, dp, aref, sc)
-            G.theta_jets(ga, ma, p, t, q, Rj, zero, dq, zero, zero, dp, True, aref, sc, J)
-            for k in range(m + d):
-                s -= mu[k] * J[k, 4]
             Jr[j, col] = s
     return MR.OK
 

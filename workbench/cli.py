@@ -54,7 +54,8 @@ REPRODUCE_RUNS = (
     ("slider-crank", {}, None, None),
     ("five-bar", {}, None, None),
 )
-#: buggy reports included in ``workbench reproduce all``: the double lane change (~1.5 min);
+#: buggy reports included in ``workbench reproduce all``: the double lane change (~3.5 min
+#: with the global-formulation comparison);
 #: the step descent (4500 steps of 1 ms, step-size study down to 0.25 ms: ~12 min, the
 #: exact step Jacobians cost ~30 simulation steps each) only by name
 REPRODUCE_ALL_BUGGY = ("buggy-dlc",)
@@ -561,7 +562,7 @@ def _add_reproduce(sub):
                     "then the double-lane-change gradient report DIR/buggy-dlc/ "
                     "(reconstruction; gradients.csv, timings.json, report.md, figures, "
                     "step-size study); 'workbench reproduce buggy-step' writes the "
-                    "step-descent report DIR/buggy-step/ (about 12 minutes).  "
+                    "step-descent report DIR/buggy-step/ (about 25 minutes).  "
                     "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
                     "gradient report, 'workbench reproduce simulate' only the simulations.")
     p.add_argument("target", nargs="?", default="all",
@@ -606,7 +607,9 @@ def _cmd_reproduce(args) -> int:
         print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s, real-time factor "
-              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}")
+              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}; global: "
+              f"simulation {tm['simulation_global_s']:.2f} s, direct "
+              f"{tm['direct_global_s']:.2f} s, adjoint {tm['adjoint_global_s']:.2f} s")
     return 0
 
 

@@ -7,13 +7,18 @@ forces) is described in :mod:`workbench._global`; this module builds the flat ar
 integrator and the sensitivity sweeps.
 
 Supported (scope of issue 6): planar and spatial models whose tree joints are revolute,
-prismatic, fixed, spherical or floating; every cut joint, distance constraint and drive
-of the compiled model; point-to-point spring-dampers, joint spring-dampers, point forces,
-torques and gravity.  Degrees of freedom, drives and joint springs must act on revolute or
-prismatic coordinates (or be point-coordinate DOF).  Tree joints of type cylindrical or
-universal, and angular-velocity objectives, raise :class:`~workbench.errors.ModelError`
-naming the element.  Relative coordinates of spherical/floating joints are reported as NaN
-(the revolute and prismatic ones are computed from the natural coordinates).
+prismatic, fixed, spherical or floating, and spatial models with cylindrical and universal
+tree joints; every cut joint, distance constraint and drive of the compiled model;
+point-to-point spring-dampers, joint spring-dampers, point forces, torques, gravity and
+tire-ground contacts (:mod:`workbench._tire`, evaluated on the wheel state taken from the
+natural coordinates).  Every relative coordinate of a spatial model has a joint-coordinate
+function of the natural coordinates (revolute/cylindrical/universal angles and the z-y-x
+angles of spherical/floating joints as ``atan2`` of two bilinear functions, the middle
+z-y-x angle as ``asin`` of one; travels bilinear), so any of them can be a degree of
+freedom, be driven or carry a joint spring; planar models support these on revolute and
+prismatic coordinates only (:class:`~workbench.errors.ModelError` naming the element
+otherwise).  Objectives: point positions/velocities/accelerations, body angular
+velocities (global or body components), joint coordinates and their rates.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ def build_global(cm) -> tuple:
     D = 2 if planar else 3
     nqb = D + D * D
     nb = ma.b_frame.shape[0]
+    if planar and ma.ty_pt.shape[0] > 0:
+        raise ModelError("tire force elements need a spatial model (global formulation)")
     bld = _Build()
     names = []
     eye = np.eye(3)
@@ -110,11 +117,11 @@ def build_global(cm) -> tuple:
         a = np.asarray(ma.fr_axis[f0], dtype=float)
         C = np.asarray(ma.fr_C[chain[-1]], dtype=float)
         where = f"joint {j.name}"
-        if j.type in ("cylindrical", "universal"):
-            raise ModelError(f"{where}: tree joints of type {j.type!r} are not supported by "
-                             "the global formulation yet (supported: revolute, prismatic, "
-                             "fixed, spherical, floating)")
+        crd = [int(ma.fr_coord[f]) for f in chain if ma.fr_coord[f] >= 0]
         if planar:
+            if j.type in ("cylindrical", "universal"):
+                raise ModelError(f"{where}: tree joints of type {j.type!r} need a spatial "
+                                 "model (global formulation)")
             if j.type == "revolute" and abs(abs(a[2]) - 1.0) > 1e-9:
                 raise ModelError(f"{where}: planar model needs a revolute axis along z")
             if j.type == "prismatic" and abs(a[2]) > 1e-9:
@@ -126,27 +133,70 @@ def build_global(cm) -> tuple:
         d_op = bld.op(delta)
         n1, _ = _perpendiculars(a)
         n2 = np.cross(a, n1)
-        if j.type != "floating" and j.type != "prismatic":
+
+        def angle_sf(cv1, pv, cv2, pw):
+            # atan2((A_c C^T cv2) . (A_p pw), (A_c C^T cv1) . (A_p pv))
+            return bld.sf(G.SF_ANGLE, [bld.op(vec_terms(b, C.T @ cv1)), bld.op(vec_terms(pb, pv)),
+                                       bld.op(vec_terms(b, C.T @ cv2)), bld.op(vec_terms(pb, pw))])
+
+        def rel_rot(i, k, sign=1.0):
+            # element R_ik of the relative rotation A_p^T A_c C^T: (A_p e_i) . (A_c C^T e_k)
+            return [bld.op(vec_terms(pb, eye[i], sign)), bld.op(vec_terms(b, C.T @ eye[k]))]
+
+        # joint point on the axis / coincident joint point
+        if j.type in ("revolute", "fixed", "spherical", "universal"):
             for i in range(D):
                 add_phi(bld.sf(G.SF_BIL, [d_op, const_op[i]]), j.name)
-        if j.type == "revolute":
+        if j.type in ("prismatic", "cylindrical"):
+            perp = [np.cross([0.0, 0.0, 1.0], a)] if planar else [n1, n2]
+            for n in perp:
+                add_phi(bld.sf(G.SF_BIL, [d_op, bld.op(vec_terms(pb, n))]), j.name)
+            # travel along the axis: (A_p a) . (r_c - r_p - A_p s)
+            jc_sf[crd[0]] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)), d_op])
+        # rotation about a single axis: the axis stays parallel, angle of C^T n1 about it
+        if j.type in ("revolute", "cylindrical"):
             if not planar:
                 ca = bld.op(vec_terms(b, C.T @ a))
                 for n in (n1, n2):
                     add_phi(bld.sf(G.SF_BIL, [ca, bld.op(vec_terms(pb, n))]), j.name)
-            cn1 = bld.op(vec_terms(b, C.T @ n1))
-            jc_sf[int(ma.fr_coord[f0])] = bld.sf(
-                G.SF_ANGLE, [cn1, bld.op(vec_terms(pb, n1)), cn1, bld.op(vec_terms(pb, n2))])
-        if j.type == "prismatic":
-            perp = [np.cross([0.0, 0.0, 1.0], a)] if planar else [n1, n2]
-            for n in perp:
-                add_phi(bld.sf(G.SF_BIL, [d_op, bld.op(vec_terms(pb, n))]), j.name)
-            jc_sf[int(ma.fr_coord[f0])] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)), d_op])
+            jc_sf[crd[-1]] = angle_sf(n1, n1, n1, n2)
         if j.type in ("prismatic", "fixed"):
             pairs = [(0, 1)] if planar else [(0, 1), (0, 2), (1, 2)]
             for k, l in pairs:
                 add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(b, C.T @ eye[k])),
                                           bld.op(vec_terms(pb, eye[l]))]), j.name)
+        if j.type == "universal":
+            # A_c = A_p Rot(a1, th1) Rot(a2, th2) C; a2 (second frame axis) is fixed in the
+            # cross piece, so (A_p a1) . (A_c C^T a2) = a1 . a2
+            a2 = np.asarray(ma.fr_axis[chain[1]], dtype=float)
+            cc = float(a @ a2)
+            if abs(abs(cc) - 1.0) < 1e-6:
+                raise ModelError(f"{where}: universal joint with parallel axes")
+            add_phi(bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, a)),
+                                      bld.op(vec_terms(b, C.T @ a2))], K=cc), j.name)
+            # th1: angle of the image of a2 about a1 (reference: the part of a2 normal to a1)
+            u1 = a2 - cc * a
+            u1 /= np.linalg.norm(u1)
+            jc_sf[crd[0]] = bld.sf(G.SF_ANGLE, [
+                bld.op(vec_terms(b, C.T @ a2)), bld.op(vec_terms(pb, u1)),
+                bld.op(vec_terms(b, C.T @ a2)), bld.op(vec_terms(pb, np.cross(a, u1)))])
+            # th2: angle about a2 of the part m1 of a1 normal to a2, seen from A_p a1 (a1 is
+            # fixed in the cross piece): x = s cos th2, y = s sin th2, s = |a1 x a2|
+            m1 = a - cc * a2
+            m1 /= np.linalg.norm(m1)
+            m2 = np.cross(m1, a2)
+            pa = bld.op(vec_terms(pb, a))
+            jc_sf[crd[1]] = bld.sf(G.SF_ANGLE, [bld.op(vec_terms(b, C.T @ m1)), pa,
+                                                bld.op(vec_terms(b, C.T @ m2)), pa])
+        if j.type in ("spherical", "floating") and not planar:
+            # z-y-x angles of R = A_p^T A_c C^T = Rz Ry Rx (model.py)
+            r0 = 3 if j.type == "floating" else 0
+            jc_sf[crd[r0]] = bld.sf(G.SF_ANGLE, rel_rot(0, 0) + rel_rot(1, 0))
+            jc_sf[crd[r0 + 1]] = bld.sf(G.SF_ASIN, rel_rot(2, 0, -1.0))
+            jc_sf[crd[r0 + 2]] = bld.sf(G.SF_ANGLE, rel_rot(2, 2) + rel_rot(2, 1))
+        if j.type == "floating" and not planar:
+            for k in range(3):
+                jc_sf[crd[k]] = bld.sf(G.SF_BIL, [bld.op(vec_terms(pb, eye[k])), d_op])
     # ---- primitive constraints of the compiled model (cuts, distances, drives)
     for k in range(ma.c_type.shape[0]):
         typ = int(ma.c_type[k])
@@ -169,8 +219,9 @@ def build_global(cm) -> tuple:
         elif typ == AR.C_DRIVE:
             s = jc_sf[int(ci[0])]
             if s < 0:
-                raise ModelError(f"drive {nm!r}: the global formulation drives revolute or "
-                                 f"prismatic coordinates only, not {cm.coord_names[ci[0]]!r}")
+                raise ModelError(f"drive {nm!r}: the global formulation of a planar model "
+                                 "drives revolute or prismatic coordinates only, not "
+                                 f"{cm.coord_names[ci[0]]!r}")
             kind, ops, K_, fK, _ = bld.sfs[s]
             add_phi(bld.sf(kind, ops, K_, fK, int(ci[1])), nm)
     # ---- degrees of freedom (same independent coordinates as the semi-recursive model)
@@ -180,8 +231,8 @@ def build_global(cm) -> tuple:
             s = jc_sf[int(ma.dof_i[k, 0])]
             if s < 0:
                 raise ModelError(f"degree of freedom {cm.dof_names[k]!r}: the global "
-                                 "formulation supports revolute/prismatic coordinates or "
-                                 "point coordinates as DOF")
+                                 "formulation of a planar model supports revolute/prismatic "
+                                 "coordinates or point coordinates as DOF")
             dof.append(s)
         else:
             c = int(ma.dof_i[k, 1])
@@ -191,8 +242,8 @@ def build_global(cm) -> tuple:
             dof.append(bld.sf(G.SF_BIL, [pt_op[int(ma.dof_i[k, 0])], const_op[c]]))
     for s in range(ma.js_coord.shape[0]):
         if jc_sf[int(ma.js_coord[s])] < 0:
-            raise ModelError(f"joint spring {s}: the global formulation supports joint springs "
-                             "on revolute/prismatic coordinates only")
+            raise ModelError(f"joint spring {s}: the global formulation of a planar model "
+                             "supports joint springs on revolute/prismatic coordinates only")
     T = bld.terms
     ga = GlobalArrays(
         D=D, nqb=nqb, nq=nb * nqb, nb=nb,
@@ -278,15 +329,6 @@ def _natural(sim):
         raise ModelError("the simulation result has no natural coordinates (simulate with "
                          "formulation='global')")
     return nat
-
-
-def check_measures(co):
-    from . import _sens as S
-    bad = [k for k in range(len(co.ms_type)) if co.ms_type[k] in (S.MS_ANGVEL,
-                                                                  S.MS_ANGVEL_BODY)]
-    if bad:
-        raise ModelError("angular-velocity objectives are not supported by the global "
-                         "formulation yet")
 
 
 def sweeps(cm, sim):

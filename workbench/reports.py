@@ -183,7 +183,7 @@ def _cpu_comparison(D, A, Dg, Ag) -> dict:
             for k, (a, b) in pairs.items()}
 
 
-def _cpu_figure(cpu, path) -> None:
+def _cpu_figure(cpu, path, title="five-bar") -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -207,7 +207,8 @@ def _cpu_figure(cpu, path) -> None:
     ax.set_xticks(x)
     ax.set_xticklabels(["direct", "adjoint"])
     ax.set_ylabel("CPU (wall) time [s]")
-    ax.set_title("five-bar: semi-recursive vs global Matrix-R (as seed 001 Figs 4-5)")
+    ax.set_title(f"{title}: semi-recursive vs global Matrix-R\n(as seed 001 Figs 4-5)",
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

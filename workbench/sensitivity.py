@@ -248,7 +248,6 @@ def _sweeps(cm, sim, co):
     """The sweep kernels of the simulation's formulation (semi-recursive or global)."""
     if sim.formulation == "global":
         from . import natural
-        natural.check_measures(co)
         return natural.sweeps(cm, sim)
     return S.direct_sweep, S.adjoint_sweep, S.measure_history
 
