@@ -103,13 +103,20 @@ class StudySpec:
         return self.cases or [Case("", self.model, self.objectives, self.t_end, self.dt)]
 
 
+_PROBLEM_NAMES: dict = {}
+
+
 def build_problem(spec: StudySpec, optimizer: str, maxiter: int = 50, fd: bool = False,
                   recorder_path: str | None = None) -> om.Problem:
     """The OpenMDAO problem of a study (analytic derivatives unless ``fd``)."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}")
-    prob = om.Problem(name=f"{spec.name}-{optimizer}{'-fd' if fd else ''}".replace(".", ""),
-                      reports=False)
+    base = f"{spec.name}-{optimizer}{'-fd' if fd else ''}".replace(".", "")
+    # OpenMDAO problem names must be unique within a process (multi-start workers build
+    # several problems of the same study one after another)
+    serial = _PROBLEM_NAMES.get(base, 0)
+    _PROBLEM_NAMES[base] = serial + 1
+    prob = om.Problem(name=base if serial == 0 else f"{base}-{serial + 1}", reports=False)
     for i, case in enumerate(spec.all_cases()):
         comp, outs = case.component(spec)
         prob.model.add_subsystem(f"mb{i}", comp, promotes_inputs=["*"],

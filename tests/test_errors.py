@@ -235,6 +235,18 @@ def test_slider_crank_at_dead_point_with_slider_dof_is_singular():
     assert res.max_constraint_violation < 1e-10   # position tolerance 1e-12 + rounding
 
 
+def test_global_formulation_names_the_dependent_natural_coordinate():
+    """The same dead point in the global formulation: a typed error naming a natural
+    coordinate of one of the loop's bodies, the model and the time."""
+    with pytest.raises(SingularConfigurationError) as exc:
+        simulate(planar_slider_crank(0.0), 0.1, 1e-3, "global")
+    msg = str(exc.value)
+    assert "'slider-crank-2d' (global)" in msg and "['slide']" in msg
+    assert "natural coordinate" in msg
+    assert any(f"body '{b}'" in msg for b in ("crank", "rod", "slider"))
+    assert exc.value.time == 0.0
+
+
 def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     """Slider as DOF, moving towards the dead point (no gravity): the crank reaches
     theta = 0 where the slider position no longer determines the configuration."""

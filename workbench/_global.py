@@ -393,6 +393,93 @@ def theta_jets(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out)
 
 
 @njit(cache=True)
+def theta_values(ga, ma, p, t, q, aref, sc, out):
+    """Values only (``out[:, 0]``) of the rows of ``Theta`` for the position problem: the
+    ``f`` entry of :func:`sf_jet` without the rates, accelerations and tangents."""
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    A, B, C, E = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        op_apply(ga, o[0], q, p, False, True, A)
+        op_apply(ga, o[1], q, p, False, True, B)
+        x = _dot(A, B, D)
+        if kind == SF_BIL:
+            v = x - ga.sf_K[s]
+            fk = ga.sf_fK[s]
+            if fk >= 0:
+                v -= p[fk] * p[fk]
+        elif kind == SF_ASIN:
+            v = np.arcsin(x)
+        else:
+            op_apply(ga, o[2], q, p, False, True, C)
+            op_apply(ga, o[3], q, p, False, True, E)
+            y = _dot(C, E, D)
+            ref = aref[s]
+            v = ref + _wrap(np.arctan2(y, x) - ref)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, tf, t)
+            v -= f
+        out[k, 0] = v
+
+
+@njit(cache=True)
+def theta_va(ga, ma, p, t, q, qd, sc, out):
+    """Rates and accelerations with ``qdd = 0`` of the rows of ``Theta`` along ``qd``
+    (``out[:, 1]``, ``out[:, 2]``; the ``fd`` and ``fdd`` entries of :func:`sf_jet` with
+    ``qdd = 0``, no tangents): the right-hand sides of the velocity (eq 19) and
+    acceleration (eq 21) problems."""
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    A0, A1, B0, B1 = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
+    C0, C1, E0, E1 = sc[1, 0], sc[1, 1], sc[1, 2], sc[1, 3]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        op_apply(ga, o[0], q, p, False, True, A0)
+        op_apply(ga, o[0], qd, p, False, False, A1)
+        op_apply(ga, o[1], q, p, False, True, B0)
+        op_apply(ga, o[1], qd, p, False, False, B1)
+        x = _dot(A0, B0, D)
+        xd = _dot(A1, B0, D) + _dot(A0, B1, D)
+        xdd = 2.0 * _dot(A1, B1, D)
+        if kind == SF_BIL:
+            vd = xd
+            vdd = xdd
+        elif kind == SF_ASIN:
+            g = 1.0 / np.sqrt(1.0 - x * x)
+            vd = g * xd
+            vdd = g * xdd + g * g * g * x * xd * xd
+        else:
+            op_apply(ga, o[2], q, p, False, True, C0)
+            op_apply(ga, o[2], qd, p, False, False, C1)
+            op_apply(ga, o[3], q, p, False, True, E0)
+            op_apply(ga, o[3], qd, p, False, False, E1)
+            y = _dot(C0, E0, D)
+            yd = _dot(C1, E0, D) + _dot(C0, E1, D)
+            ydd = 2.0 * _dot(C1, E1, D)
+            r2 = x * x + y * y
+            Nn = x * yd - y * xd
+            P = x * xd + y * yd
+            U = x * ydd - y * xdd
+            vd = Nn / r2
+            vdd = U / r2 - 2.0 * Nn * P / (r2 * r2)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, tf, t)
+            vd -= fd
+            vdd -= fdd
+        out[k, 1] = vd
+        out[k, 2] = vdd
+
+
+@njit(cache=True)
 def theta_jacobian(ga, p, q, aref, sc, Th):
     m = ga.phi_sf.shape[0]
     Th[:, :] = 0.0
@@ -419,10 +506,158 @@ def update_aref(ga, ma, p, t, q, aref, sc):
 
 @njit(cache=True)
 def make_ws(ga):
+    """Per-run workspace: ``(Theta_q, V, beta, Rm, jets, scratch, W, hi, rend, cstart)``;
+    ``V, beta, Rm, hi, rend, cstart`` hold the sparse QR of :func:`sqr_factor`."""
     N = ga.nq
     md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
     return (np.zeros((md, N)), np.zeros((N, md)), np.zeros(N), np.zeros((N, N)),
-            np.zeros((md, 6)), scratch(ga))
+            np.zeros((md, 6)), scratch(ga), np.zeros((N, md)),
+            np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
+            np.zeros(N, dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------------------
+# sparse Householder QR of Theta_q (rows and columns permuted once for a small profile)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def sqr_factor(ga, Th, ws, rtol):
+    """Householder QR of the permuted ``Theta_q[rperm][:, cperm]`` (``ga.rperm``,
+    ``ga.cperm``: a fill-reducing column order and rows sorted by their leading column,
+    chosen once by :func:`workbench.natural.build_global`), skipping exact zeros.
+
+    Same arithmetic as :func:`_matrixr.qr_factor` on the permuted matrix: the reflector of
+    column ``k`` has support ``[k, hi[k]]`` (the last row where that column is non-zero
+    at that stage) and only those rows of the later columns are read or written, so the
+    cost is ``sum_k (n - k) (hi[k] - k)`` instead of ``n^3 / 3``; the permutations only
+    change the order of the Householder steps (the least-squares solution is the same up
+    to rounding).  Theta_q has ~5 non-zeros per row in natural coordinates.  Returns the
+    ORIGINAL index of the first column whose diagonal entry is below ``rtol`` times the
+    largest column norm, or -1.
+    """
+    V, beta, Rm, W, hi, rend, cstart = ws[1], ws[2], ws[3], ws[6], ws[7], ws[8], ws[9]
+    mr, n = Th.shape
+    rp, cp = ga.rperm, ga.cperm
+    scale = 0.0
+    for j in range(n):
+        cj = cp[j]
+        wj = W[j]
+        s = 0.0
+        for i in range(mr):
+            x = Th[rp[i], cj]
+            wj[i] = x
+            s += x * x
+        scale = max(scale, np.sqrt(s))
+    if scale == 0.0:
+        scale = 1.0
+    bad = -1
+    for k in range(n):
+        wk = W[k]
+        vk = V[k]
+        hk = k
+        for i in range(mr - 1, k, -1):
+            if wk[i] != 0.0:
+                hk = i
+                break
+        hi[k] = hk
+        nrm = 0.0
+        for i in range(k, hk + 1):
+            nrm += wk[i] * wk[i]
+        nrm = np.sqrt(nrm)
+        alpha = -nrm if wk[k] >= 0.0 else nrm
+        vk[:] = 0.0
+        for i in range(k, hk + 1):
+            vk[i] = wk[i]
+        vk[k] -= alpha
+        vn = 0.0
+        for i in range(k, hk + 1):
+            vn += vk[i] * vk[i]
+        beta[k] = 2.0 / vn if vn > 0.0 else 0.0
+        bk = beta[k]
+        for j in range(k, n):
+            wj = W[j]
+            s = 0.0
+            for i in range(k, hk + 1):
+                s += vk[i] * wj[i]
+            s *= bk
+            if s != 0.0:
+                for i in range(k, hk + 1):
+                    wj[i] -= s * vk[i]
+        if abs(wk[k]) <= rtol * scale and bad < 0:
+            bad = k
+    for i in range(n):
+        rend[i] = i
+        for j in range(n):
+            x = W[j, i] if j >= i else 0.0
+            Rm[i, j] = x
+            if x != 0.0:
+                rend[i] = j
+    for j in range(n):
+        cstart[j] = j
+        for i in range(j):
+            if Rm[i, j] != 0.0:
+                cstart[j] = i
+                break
+    return cp[bad] if bad >= 0 else -1
+
+
+@njit(cache=True)
+def sqr_solve(ga, ws, b, x):
+    """Least-squares solution of ``Theta_q x = b`` from :func:`sqr_factor`."""
+    V, beta, Rm, hi, rend = ws[1], ws[2], ws[3], ws[7], ws[8]
+    mr = V.shape[1]
+    n = Rm.shape[0]
+    rp, cp = ga.rperm, ga.cperm
+    y = np.empty(mr)
+    for i in range(mr):
+        y[i] = b[rp[i]]
+    for k in range(n):
+        vk = V[k]
+        hk = hi[k]
+        s = 0.0
+        for i in range(k, hk + 1):
+            s += vk[i] * y[i]
+        s *= beta[k]
+        if s != 0.0:
+            for i in range(k, hk + 1):
+                y[i] -= s * vk[i]
+    xp = np.empty(n)
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for j in range(i + 1, rend[i] + 1):
+            s -= Rm[i, j] * xp[j]
+        xp[i] = s / Rm[i, i]
+    for j in range(n):
+        x[cp[j]] = xp[j]
+
+
+@njit(cache=True)
+def sqr_solve_transpose(ga, ws, c, mu):
+    """Minimum-norm solution of ``Theta_q^T mu = c`` (``mu = (Theta_q^+)^T c``) from
+    :func:`sqr_factor` (permuted form of :func:`workbench._sens.qr_solve_transpose`)."""
+    V, beta, Rm, hi, cstart = ws[1], ws[2], ws[3], ws[7], ws[9]
+    mr = V.shape[1]
+    n = Rm.shape[0]
+    rp, cp = ga.rperm, ga.cperm
+    y = np.zeros(mr)
+    for i in range(n):
+        s = c[cp[i]]
+        for j in range(cstart[i], i):
+            s -= Rm[j, i] * y[j]
+        y[i] = s / Rm[i, i]
+    for k in range(n - 1, -1, -1):
+        vk = V[k]
+        hk = hi[k]
+        s = 0.0
+        for i in range(k, hk + 1):
+            s += vk[i] * y[i]
+        s *= beta[k]
+        if s != 0.0:
+            for i in range(k, hk + 1):
+                y[i] -= s * vk[i]
+    for i in range(mr):
+        mu[rp[i]] = y[i]
 
 
 @njit(cache=True)
@@ -430,7 +665,7 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
     """Newton-Raphson on ``Theta(q) = [Phi; h(q) - z^i] = 0`` (seed 001 eq 13) in natural
     coordinates; the QR factorisation of ``Theta_q`` at the solution is left in ``ws``
     (reused while the residual contracts 10x per iteration).  Returns (status, it, err, bad)."""
-    Th, V, beta, Rm, J, sc = ws
+    Th, J, sc = ws[0], ws[4], ws[5]
     N = q.shape[0]
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
@@ -440,7 +675,7 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
     err_prev = np.inf
     err = 0.0
     for it in range(maxit + 1):
-        theta_jets(ga, ma, p, t, q, z, z, z, z, z, p, False, aref, sc, J)
+        theta_values(ga, ma, p, t, q, aref, sc, J)
         err = 0.0
         for k in range(m + d):
             res[k] = J[k, 0]
@@ -456,13 +691,13 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
             break
         if not (reuse and err <= 0.1 * err_prev):
             theta_jacobian(ga, p, q, aref, sc, Th)
-            bad = MR.qr_factor(Th, V, beta, Rm, 1e-12)
+            bad = sqr_factor(ga, Th, ws, 1e-12)
             if bad >= 0:
                 return MR.ST_SINGULAR, it, err, bad
         err_prev = err
         for k in range(m + d):
             res[k] = -res[k]
-        MR.qr_solve(V, beta, Rm, res, dq)
+        sqr_solve(ga, ws, res, dq)
         for k in range(N):
             q[k] += dq[k]
     return MR.ST_POSITION, maxit, err, -1
@@ -472,31 +707,31 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
 def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
     """Velocity problem (eq 19), particular accelerations (eq 21 with zdd^i = 0) and R
     (eq 16) at the converged position ``q``.  Returns (status, bad)."""
-    Th, V, beta, Rm, J, sc = ws
+    Th, J, sc = ws[0], ws[4], ws[5]
     N = q.shape[0]
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
     theta_jacobian(ga, p, q, aref, sc, Th)
-    bad = MR.qr_factor(Th, V, beta, Rm, 1e-12)
+    bad = sqr_factor(ga, Th, ws, 1e-12)
     if bad >= 0:
         return MR.ST_SINGULAR, bad
     z = np.zeros(N)
     rhs = np.zeros(m + d)
-    theta_jets(ga, ma, p, t, q, z, z, z, z, z, p, False, aref, sc, J)
+    theta_va(ga, ma, p, t, q, z, sc, J)
     for k in range(m):
         rhs[k] = -J[k, 1]
     for k in range(d):
         rhs[m + k] = zdi[k]
-    MR.qr_solve(V, beta, Rm, rhs, qd)
-    theta_jets(ga, ma, p, t, q, qd, z, z, z, z, p, False, aref, sc, J)
+    sqr_solve(ga, ws, rhs, qd)
+    theta_va(ga, ma, p, t, q, qd, sc, J)
     for k in range(m + d):
         rhs[k] = -J[k, 2]
-    MR.qr_solve(V, beta, Rm, rhs, qddb)
+    sqr_solve(ga, ws, rhs, qddb)
     col = np.zeros(N)
     for j in range(d):
         rhs[:] = 0.0
         rhs[m + j] = 1.0
-        MR.qr_solve(V, beta, Rm, rhs, col)
+        sqr_solve(ga, ws, rhs, col)
         for k in range(N):
             Rphi[k, j] = col[k]
     return MR.OK, -1

@@ -22,7 +22,6 @@ from numba import njit
 
 from . import _global as G
 from . import _matrixr as MR
-from ._sens import qr_solve_transpose
 
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -93,7 +92,7 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     nfield = p.shape[0]
     nm = ms_type.shape[0]
     ws = G.make_ws(ga)
-    Th, V, beta, Rm, J, sc = ws
+    J, sc = ws[4], ws[5]
     qd = np.zeros(N)
     qdd = np.zeros(N)
     R = np.zeros((N, d))
@@ -112,7 +111,7 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     measures_g(ga, ma, p, t, q, qd, qdd, zero, zero, zero, zp, False, aref, sc, ms_type, ms_a,
                ms_c, mval, dmv)
     mu = np.zeros(m + d)
-    qr_solve_transpose(V, beta, Rm, tau, mu)
+    G.sqr_solve_transpose(ga, ws, tau, mu)
     RjT = np.ascontiguousarray(R.T)
     dp = np.zeros(nfield)
     dq = np.zeros(N)
@@ -139,21 +138,21 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             G.theta_jets(ga, ma, p, t, q, zero, zero, zero, zero, zero, dp, True, aref, sc, J)
             for k in range(m + d):
                 rhs[k] = -J[k, 3]
-            MR.qr_solve(V, beta, Rm, rhs, dq)
+            G.sqr_solve(ga, ws, rhs, dq)
         # velocity level (eqs 32b, 37b)
         G.theta_jets(ga, ma, p, t, q, qd, zero, dq, zero, zero, dp, True, aref, sc, J)
         for k in range(m + d):
             rhs[k] = -J[k, 4]
         if d <= col < 2 * d:
             rhs[m + col - d] += 1.0
-        MR.qr_solve(V, beta, Rm, rhs, dqd)
+        G.sqr_solve(ga, ws, rhs, dqd)
         # acceleration level (eqs 32c, 37c)
         G.theta_jets(ga, ma, p, t, q, qd, qdd, dq, dqd, zero, dp, True, aref, sc, J)
         for k in range(m + d):
             rhs[k] = -J[k, 5]
         if col >= ncol:
             rhs[m + col - ncol] += 1.0
-        MR.qr_solve(V, beta, Rm, rhs, dqdd)
+        G.sqr_solve(ga, ws, rhs, dqdd)
         measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type, ms_a,
                    ms_c, mval, dmv)
         jc = col if col < 2 * d else (col + d if has_p else col - npar)

@@ -38,7 +38,7 @@ GlobalArrays = namedtuple("GlobalArrays", [
     "D", "nqb", "nq", "nb",
     "op_ptr", "tm_body", "tm_org", "tm_c", "tm_f1", "tm_f2", "tm_sign",
     "sf_kind", "sf_op", "sf_K", "sf_fK", "sf_tf",
-    "phi_sf", "dof_sf", "jc_sf", "pt_op"])
+    "phi_sf", "dof_sf", "jc_sf", "pt_op", "rperm", "cperm"])
 
 
 class _Build:
@@ -260,7 +260,9 @@ def build_global(cm) -> tuple:
         sf_fK=np.array([s[3] for s in bld.sfs], dtype=np.int64),
         sf_tf=np.array([s[4] for s in bld.sfs], dtype=np.int64),
         phi_sf=np.array(phi, dtype=np.int64), dof_sf=np.array(dof, dtype=np.int64),
-        jc_sf=jc_sf, pt_op=pt_op)
+        jc_sf=jc_sf, pt_op=pt_op,
+        rperm=np.arange(len(phi) + len(dof), dtype=np.int64),
+        cperm=np.arange(nb * nqb, dtype=np.int64))
     # ---- initial natural coordinates from the model's relative-coordinate guess
     nf = ma.fr_parent.shape[0]
     A = np.zeros((nf, 3, 3))
@@ -285,7 +287,71 @@ def build_global(cm) -> tuple:
             base = [k for k in range(len(bld.sfs)) if bld.sfs[k][1] == ops and bld.sfs[k][4] < 0]
             if base:
                 aref0[s] = aref0[base[0]]
+    ga = _profile_ordering(ga, ma, p, q0, aref0)
     return ga, q0, aref0, tuple(names)
+
+
+def _qr_profile_cost(P):
+    """Symbolic cost ``sum_k (n - k) (hi_k - k + 1)`` of the Householder QR of
+    :func:`_global.sqr_factor` on a boolean pattern ``P`` (mr x n, already permuted):
+    the reflector of column ``k`` spans rows ``k..hi_k`` and merges their structures."""
+    mr, n = P.shape
+    rows = [int("".join("1" if x else "0" for x in P[i][::-1]), 2) for i in range(mr)]
+    cost = 0
+    for k in range(n):
+        bit = 1 << k
+        hk = k
+        for i in range(mr - 1, k, -1):
+            if rows[i] & bit:
+                hk = i
+                break
+        union = 0
+        for i in range(k, hk + 1):
+            union |= rows[i]
+        union &= ~((1 << (k + 1)) - 1)          # columns > k
+        for i in range(k + 1, hk + 1):
+            rows[i] = union
+        rows[k] |= union
+        cost += (n - k) * (hk - k + 1)
+    return cost
+
+
+def _profile_ordering(ga, ma, p, q0, aref0):
+    """Row and column permutations of ``Theta_q`` for the sparse QR
+    (:func:`_global.sqr_factor`): columns in reverse Cuthill-McKee order of the pattern of
+    ``Theta_q^T Theta_q`` (or the natural order when that is not cheaper), rows sorted by
+    their leading column.  The pattern is structural: the union over random perturbations
+    of the initial coordinates (entries that vanish only at a special configuration count).
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+    ws = G.make_ws(ga)
+    Th, sc = ws[0], ws[5]
+    rng = np.random.default_rng(12345)
+    P = np.zeros(Th.shape, dtype=bool)
+    for _ in range(3):
+        G.theta_jacobian(ga, p, q0 + 0.1 * rng.standard_normal(q0.shape[0]), aref0.copy(), sc,
+                         Th)
+        P |= Th != 0.0
+    mr, n = P.shape
+    if mr == 0 or n == 0:
+        return ga
+
+    def rows_sorted(cp):
+        Pc = P[:, cp]
+        lead = np.where(Pc.any(axis=1), Pc.argmax(axis=1), n)
+        last = np.where(Pc.any(axis=1), n - 1 - Pc[:, ::-1].argmax(axis=1), n)
+        return np.lexsort((last, lead))
+
+    best = None
+    AtA = sp.csr_matrix(P.T.astype(float) @ P.astype(float))
+    for cp in (np.arange(n), np.asarray(reverse_cuthill_mckee(AtA, symmetric_mode=True))):
+        cp = cp.astype(np.int64)
+        rp = rows_sorted(cp).astype(np.int64)
+        cost = _qr_profile_cost(P[rp][:, cp])
+        if best is None or cost < best[0]:
+            best = (cost, rp, cp)
+    return ga._replace(rperm=best[1], cperm=best[2])
 
 
 _CACHE: dict = {}

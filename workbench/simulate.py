@@ -251,11 +251,31 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
         compiled=cm)
 
 
+def raise_global_singular(cm, bad: int, t: float, ctx: str):
+    """Raise :class:`SingularConfigurationError` for a rank-deficient ``Theta_q`` of the
+    global formulation, naming the natural coordinate (body, point or unit-vector
+    component) of the first dependent column."""
+    from .errors import SingularConfigurationError
+    from .natural import global_model
+    ga = global_model(cm)[0]
+    D, nqb = int(ga.D), int(ga.nqb)
+    b, i = divmod(int(bad), nqb)
+    body = cm.body_names[b] if 0 <= b < len(cm.body_names) else f"#{b}"
+    comp = ("r" if i < D else f"e{i // D}") + "_" + "xyz"[i % D]
+    raise SingularConfigurationError(
+        f"{ctx}: the leading matrix Theta_q = [Phi_q; B] of the global formulation is "
+        f"singular at natural coordinate {comp} of body {body!r}; the degrees of freedom "
+        f"{list(cm.dof_names)} do not determine the configuration (singular position or "
+        "a poor choice of degrees of freedom)", t, [])
+
+
 def _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit) -> SimulationResult:
     from .natural import simulate_global
     (st, step, t, value, bad), o = simulate_global(cm, t0, dt, nsteps, newton_tol,
                                                    newton_maxit, POS_TOL, POS_MAXIT)
     ctx = f"model {cm.name!r} (global)" + (" (initial state)" if step == 0 else f", step {step}")
+    if st == MR.ST_SINGULAR and bad >= 0:
+        raise_global_singular(cm, bad, t, ctx)
     raise_for_status(cm, st, t, value, bad, ctx, z=None)
     res = SimulationResult(
         model=cm.name, formulation="global", t=o["T"], z=o["Z"], zd=o["ZD"], zdd=o["ZDD"],
