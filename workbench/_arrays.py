@@ -95,30 +95,39 @@ structref.define_boxing(ModelArraysType, KernelArrays)
 _CTORS: dict = {}
 
 
-def _constructor(kinds):
+def _constructor(kinds, tuple_cls=None, st_cls=None):
     """A jitted constructor for one combination of field types (compiled once per
     process; the kernels themselves are cached on disk)."""
-    ctor = _CTORS.get(kinds)
+    tuple_cls = ModelArraysTuple if tuple_cls is None else tuple_cls
+    st_cls = ModelArraysType if st_cls is None else st_cls
+    key = (st_cls, kinds)
+    ctor = _CTORS.get(key)
     if ctor is None:
-        st_type = ModelArraysType(list(zip(ModelArraysTuple._fields, kinds)))
-        names = ModelArraysTuple._fields
+        st_type = st_cls(list(zip(tuple_cls._fields, kinds)))
+        names = tuple_cls._fields
         src = (f"def ctor({', '.join(names)}):\n    st = new(T)\n"
                + "".join(f"    st.{n} = {n}\n" for n in names) + "    return st\n")
         ns = {"new": structref.new, "T": st_type}
         exec(src, ns)
-        ctor = _CTORS[kinds] = njit(ns["ctor"])
+        ctor = _CTORS[key] = njit(ns["ctor"])
     return ctor
 
 
-def _from_tuple(values) -> KernelArrays:
-    tup = ModelArraysTuple(*values)
+def struct_from_tuple(tup, st_cls):
+    """One StructRef (numba type ``st_cls``, boxed to its registered proxy) holding the
+    fields of the named tuple ``tup`` (arrays made read-only); the proxy serves Python
+    attribute reads from ``tup``."""
     for v in tup:
         if hasattr(v, "flags"):
             v.flags.writeable = False      # immutable: the kernels see read-only arrays
     kinds = tuple(typeof(v) for v in tup)
-    obj = _constructor(kinds)(*tup)
+    obj = _constructor(kinds, type(tup), st_cls)(*tup)
     obj.__dict__["tuple"] = tup
     return obj
+
+
+def _from_tuple(values) -> KernelArrays:
+    return struct_from_tuple(ModelArraysTuple(*values), ModelArraysType)
 
 
 def ModelArrays(**fields) -> KernelArrays:

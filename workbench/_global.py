@@ -480,6 +480,117 @@ def theta_va(ga, ma, p, t, q, qd, sc, out):
 
 
 @njit(cache=True)
+def operand_base(ga, p, q, qd, qdd, OB):
+    """``OB[o] = [value, rate, acceleration]`` of every operand ``o`` at ``(q, qd, qdd)``:
+    the base part of :func:`op_jet`, computed once per state for the tangents of
+    :func:`theta_tangents`."""
+    for o in range(ga.op_ptr.shape[0] - 1):
+        op_apply(ga, o, q, p, False, True, OB[o, 0])
+        op_apply(ga, o, qd, p, False, False, OB[o, 1])
+        op_apply(ga, o, qdd, p, False, False, OB[o, 2])
+
+
+@njit(cache=True)
+def operand_dir(ga, p, x, base, dp, has_p, affine_dp, OD, lv, tmp):
+    """``OD[o, lv]`` = the level-``lv`` operand tangent of :func:`op_jet`:
+    ``op(x)`` plus, for a parameter direction, the field part ``op(base; dp)``
+    (``affine_dp``: with the ground terms, as for the value level)."""
+    D = ga.D
+    for o in range(ga.op_ptr.shape[0] - 1):
+        out = OD[o, lv]
+        op_apply(ga, o, x, p, False, False, out)
+        if has_p:
+            op_apply(ga, o, base, dp, True, affine_dp, tmp)
+            for i in range(D):
+                out[i] += tmp[i]
+
+
+@njit(cache=True)
+def _bil_t(OB, OD, oa, ob, D, lv):
+    """Tangent at level ``lv`` (0 value, 1 rate, 2 acceleration) of ``A . B`` from the
+    cached operand values ``OB`` and tangents ``OD`` (the formulas of :func:`bil_jet`)."""
+    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
+    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
+    c0, c1, c2 = OD[oa, 0], OD[oa, 1], OD[oa, 2]
+    d0, d1, d2 = OD[ob, 0], OD[ob, 1], OD[ob, 2]
+    if lv == 0:
+        return _dot(c0, b0, D) + _dot(a0, d0, D)
+    if lv == 1:
+        return _dot(c1, b0, D) + _dot(a1, d0, D) + _dot(c0, b1, D) + _dot(a0, d1, D)
+    return (_dot(c2, b0, D) + _dot(a2, d0, D) + 2.0 * (_dot(c1, b1, D) + _dot(a1, d1, D))
+            + _dot(c0, b2, D) + _dot(a0, d2, D))
+
+
+@njit(cache=True)
+def _bil_base(OB, oa, ob, D):
+    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
+    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
+    return (_dot(a0, b0, D), _dot(a1, b0, D) + _dot(a0, b1, D),
+            _dot(a2, b0, D) + 2.0 * _dot(a1, b1, D) + _dot(a0, b2, D))
+
+
+@njit(cache=True)
+def theta_tangents(ga, p, dp, has_p, OB, OD, lv, out):
+    """Tangent entries of the rows of ``Theta`` at level ``lv`` (``out[k]`` = entry
+    ``3 + lv`` of :func:`sf_jet`: ``df``, ``dfd`` or ``dfdd``) from the cached operand
+    values and tangents (:func:`operand_base`, :func:`operand_dir`); the same formulas as
+    :func:`sf_jet`, without re-evaluating the base jets for every direction."""
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        if kind == SF_BIL:
+            v = _bil_t(OB, OD, o[0], o[1], D, lv)
+            fk = ga.sf_fK[s]
+            if lv == 0 and has_p and fk >= 0:
+                v -= 2.0 * p[fk] * dp[fk]
+        elif kind == SF_ASIN:
+            u, ud, udd = _bil_base(OB, o[0], o[1], D)
+            du = _bil_t(OB, OD, o[0], o[1], D, 0)
+            g = 1.0 / np.sqrt(1.0 - u * u)
+            g3 = g * g * g
+            dg = g3 * u * du
+            if lv == 0:
+                v = g * du
+            elif lv == 1:
+                v = dg * ud + g * _bil_t(OB, OD, o[0], o[1], D, 1)
+            else:
+                dud = _bil_t(OB, OD, o[0], o[1], D, 1)
+                dudd = _bil_t(OB, OD, o[0], o[1], D, 2)
+                v = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
+                     + 2.0 * g3 * u * ud * dud)
+        else:
+            x, xd, xdd = _bil_base(OB, o[0], o[1], D)
+            y, yd, ydd = _bil_base(OB, o[2], o[3], D)
+            dx = _bil_t(OB, OD, o[0], o[1], D, 0)
+            dy = _bil_t(OB, OD, o[2], o[3], D, 0)
+            r2 = x * x + y * y
+            if lv == 0:
+                v = (x * dy - y * dx) / r2
+            else:
+                dxd = _bil_t(OB, OD, o[0], o[1], D, 1)
+                dyd = _bil_t(OB, OD, o[2], o[3], D, 1)
+                dr2 = 2.0 * (x * dx + y * dy)
+                Nn = x * yd - y * xd
+                dN = dx * yd + x * dyd - dy * xd - y * dxd
+                if lv == 1:
+                    v = dN / r2 - Nn * dr2 / (r2 * r2)
+                else:
+                    dxdd = _bil_t(OB, OD, o[0], o[1], D, 2)
+                    dydd = _bil_t(OB, OD, o[2], o[3], D, 2)
+                    P = x * xd + y * yd
+                    U = x * ydd - y * xdd
+                    dP = dx * xd + x * dxd + dy * yd + y * dyd
+                    dU = dx * ydd + x * dydd - dy * xdd - y * dxdd
+                    v = (dU / r2 - U * dr2 / (r2 * r2) - 2.0 * (dN * P + Nn * dP) / (r2 * r2)
+                         + 4.0 * Nn * P * dr2 / (r2 * r2 * r2))
+        out[k] = v
+
+
+@njit(cache=True)
 def theta_jacobian(ga, p, q, aref, sc, Th):
     m = ga.phi_sf.shape[0]
     Th[:, :] = 0.0

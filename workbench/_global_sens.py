@@ -122,6 +122,12 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     dTm = np.zeros(N)
     Vs = np.zeros((12, 3))
     ncol = 2 * d + npar
+    nop = ga.op_ptr.shape[0] - 1
+    OB = np.zeros((nop, 3, 3))
+    OD = np.zeros((nop, 3, 3))
+    tmp3 = np.zeros(3)
+    tg = np.zeros(m + d)
+    G.operand_base(ga, p, q, qd, qdd, OB)
     for col in range(ncol + d):
         has_p = 2 * d <= col < ncol
         if has_p:
@@ -129,27 +135,34 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
                 dp[i] = Gm[i, col - 2 * d]
         else:
             dp[:] = 0.0
+        # operand tangents (cached base values OB; theta_tangents = the tangent entries of
+        # theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
+        G.operand_dir(ga, p, zero, q, dp, has_p, True, OD, 0, tmp3)
+        G.operand_dir(ga, p, zero, qd, dp, has_p, False, OD, 1, tmp3)
+        G.operand_dir(ga, p, zero, qdd, dp, has_p, False, OD, 2, tmp3)
         # position level: Theta_q dq = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
         dq[:] = 0.0
         if col < d:
             for k in range(N):
                 dq[k] = R[k, col]
         elif has_p:
-            G.theta_jets(ga, ma, p, t, q, zero, zero, zero, zero, zero, dp, True, aref, sc, J)
+            G.theta_tangents(ga, p, dp, has_p, OB, OD, 0, tg)
             for k in range(m + d):
-                rhs[k] = -J[k, 3]
+                rhs[k] = -tg[k]
             G.sqr_solve(ga, ws, rhs, dq)
         # velocity level (eqs 32b, 37b)
-        G.theta_jets(ga, ma, p, t, q, qd, zero, dq, zero, zero, dp, True, aref, sc, J)
+        G.operand_dir(ga, p, dq, q, dp, has_p, True, OD, 0, tmp3)
+        G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
         for k in range(m + d):
-            rhs[k] = -J[k, 4]
+            rhs[k] = -tg[k]
         if d <= col < 2 * d:
             rhs[m + col - d] += 1.0
         G.sqr_solve(ga, ws, rhs, dqd)
         # acceleration level (eqs 32c, 37c)
-        G.theta_jets(ga, ma, p, t, q, qd, qdd, dq, dqd, zero, dp, True, aref, sc, J)
+        G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
+        G.theta_tangents(ga, p, dp, has_p, OB, OD, 2, tg)
         for k in range(m + d):
-            rhs[k] = -J[k, 5]
+            rhs[k] = -tg[k]
         if col >= ncol:
             rhs[m + col - ncol] += 1.0
         G.sqr_solve(ga, ws, rhs, dqdd)

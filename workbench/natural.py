@@ -27,6 +27,8 @@ import time as _time
 from collections import namedtuple
 
 import numpy as np
+from numba import types
+from numba.experimental import structref
 
 from . import _arrays as AR
 from . import _global as G
@@ -39,6 +41,38 @@ GlobalArrays = namedtuple("GlobalArrays", [
     "op_ptr", "tm_body", "tm_org", "tm_c", "tm_f1", "tm_f2", "tm_sign",
     "sf_kind", "sf_op", "sf_K", "sf_fK", "sf_tf",
     "phi_sf", "dof_sf", "jc_sf", "pt_op", "rperm", "cperm"])
+
+
+@structref.register
+class GlobalArraysType(types.StructRef):
+    """Numba type of the global-formulation arrays: one StructRef passed as one pointer
+    (a named tuple of ~20 arrays is reference-counted member by member on every kernel
+    call that LLVM does not inline; see :mod:`workbench._arrays`)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class GlobalKernelArrays(structref.StructRefProxy):
+    """Python handle of :class:`GlobalArraysType`; attributes read the named tuple."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.tuple, name)
+
+    def _replace(self, **kw):
+        return _as_struct(self.tuple._replace(**kw))
+
+    def __reduce__(self):
+        return (_as_struct, (self.tuple,))
+
+
+structref.define_boxing(GlobalArraysType, GlobalKernelArrays)
+
+
+def _as_struct(tup):
+    return AR.struct_from_tuple(GlobalArrays(*tup), GlobalArraysType)
 
 
 class _Build:
@@ -263,6 +297,7 @@ def build_global(cm) -> tuple:
         jc_sf=jc_sf, pt_op=pt_op,
         rperm=np.arange(len(phi) + len(dof), dtype=np.int64),
         cperm=np.arange(nb * nqb, dtype=np.int64))
+    ga = _as_struct(ga)
     # ---- initial natural coordinates from the model's relative-coordinate guess
     nf = ma.fr_parent.shape[0]
     A = np.zeros((nf, 3, 3))
