@@ -428,12 +428,22 @@ def theta_values(ga, ma, p, t, q, aref, sc, out):
 
 
 @njit(cache=True)
+def _bil_rates(ga, p, oa, ob, q, qd, A0, A1, B0, B1):
+    """``A . B``, its rate along ``qd`` and its acceleration with ``qdd = 0``."""
+    D = ga.D
+    op_apply(ga, oa, q, p, False, True, A0)
+    op_apply(ga, oa, qd, p, False, False, A1)
+    op_apply(ga, ob, q, p, False, True, B0)
+    op_apply(ga, ob, qd, p, False, False, B1)
+    return (_dot(A0, B0, D), _dot(A1, B0, D) + _dot(A0, B1, D), 2.0 * _dot(A1, B1, D))
+
+
+@njit(cache=True)
 def theta_va(ga, ma, p, t, q, qd, sc, out):
     """Rates and accelerations with ``qdd = 0`` of the rows of ``Theta`` along ``qd``
     (``out[:, 1]``, ``out[:, 2]``; the ``fd`` and ``fdd`` entries of :func:`sf_jet` with
     ``qdd = 0``, no tangents): the right-hand sides of the velocity (eq 19) and
     acceleration (eq 21) problems."""
-    D = ga.D
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
     A0, A1, B0, B1 = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
@@ -442,13 +452,7 @@ def theta_va(ga, ma, p, t, q, qd, sc, out):
         s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
         o = ga.sf_op[s]
         kind = ga.sf_kind[s]
-        op_apply(ga, o[0], q, p, False, True, A0)
-        op_apply(ga, o[0], qd, p, False, False, A1)
-        op_apply(ga, o[1], q, p, False, True, B0)
-        op_apply(ga, o[1], qd, p, False, False, B1)
-        x = _dot(A0, B0, D)
-        xd = _dot(A1, B0, D) + _dot(A0, B1, D)
-        xdd = 2.0 * _dot(A1, B1, D)
+        x, xd, xdd = _bil_rates(ga, p, o[0], o[1], q, qd, A0, A1, B0, B1)
         if kind == SF_BIL:
             vd = xd
             vdd = xdd
@@ -457,13 +461,7 @@ def theta_va(ga, ma, p, t, q, qd, sc, out):
             vd = g * xd
             vdd = g * xdd + g * g * g * x * xd * xd
         else:
-            op_apply(ga, o[2], q, p, False, True, C0)
-            op_apply(ga, o[2], qd, p, False, False, C1)
-            op_apply(ga, o[3], q, p, False, True, E0)
-            op_apply(ga, o[3], qd, p, False, False, E1)
-            y = _dot(C0, E0, D)
-            yd = _dot(C1, E0, D) + _dot(C0, E1, D)
-            ydd = 2.0 * _dot(C1, E1, D)
+            y, yd, ydd = _bil_rates(ga, p, o[2], o[3], q, qd, C0, C1, E0, E1)
             r2 = x * x + y * y
             Nn = x * yd - y * xd
             P = x * xd + y * yd
