@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._arrays import DOF_COORD
+from ._arrays import C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
 from . import _kernels as K
 from . import _matrixr as MR
 from . import _tangent as T
@@ -128,18 +128,237 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
 
 
 # ----------------------------------------------------------------------------------------
+# the derivative of R: mu^T dTheta R_j for all j in one pass per direction
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _point_pos_t(ma, p, dp, A, r, th, dr, k, X, s):
+    """Rows ``X[s, 0] = x``, ``X[s, 1] = dx`` of point ``k`` (the operations of
+    :func:`_tangent.point_kinematics_tb`); returns its frame, -1 for a ground point."""
+    b = ma.pt_body[k]
+    fld = ma.pt_fld[k]
+    if b < 0:
+        for i in range(3):
+            X[s, 0, i] = p[fld + i]
+            X[s, 1, i] = dp[fld + i]
+        return -1
+    o = ma.b_org[b]
+    f = ma.b_frame[b]
+    l0 = p[o] + p[fld]
+    l1 = p[o + 1] + p[fld + 1]
+    l2 = p[o + 2] + p[fld + 2]
+    x0 = r[f, 0] + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    x1 = r[f, 1] + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    x2 = r[f, 2] + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+    m0 = dp[o] + dp[fld]
+    m1 = dp[o + 1] + dp[fld + 1]
+    m2 = dp[o + 2] + dp[fld + 2]
+    t0 = x0 - r[f, 0]
+    t1 = x1 - r[f, 1]
+    t2 = x2 - r[f, 2]
+    h0, h1, h2 = th[f, 0], th[f, 1], th[f, 2]
+    X[s, 0, 0] = x0
+    X[s, 0, 1] = x1
+    X[s, 0, 2] = x2
+    X[s, 1, 0] = dr[f, 0] + h1 * t2 - h2 * t1 + A[f, 0, 0] * m0 + A[f, 0, 1] * m1 + A[f, 0, 2] * m2
+    X[s, 1, 1] = dr[f, 1] + h2 * t0 - h0 * t2 + A[f, 1, 0] * m0 + A[f, 1, 1] * m1 + A[f, 1, 2] * m2
+    X[s, 1, 2] = dr[f, 2] + h0 * t1 - h1 * t0 + A[f, 2, 0] * m0 + A[f, 2, 1] * m1 + A[f, 2, 2] * m2
+    return f
+
+
+@njit(cache=True)
+def _point_vel_t(X, s, f, Z, dZ, W, t):
+    """Rows ``W[t, 0] = v``, ``W[t, 1] = dv`` of the point in ``X[s]`` on frame ``f``
+    (velocities ``Z``, their tangents ``dZ``), as :func:`_tangent.point_kinematics_tb`."""
+    if f < 0:
+        for i in range(3):
+            W[t, 0, i] = 0.0
+            W[t, 1, i] = 0.0
+        return
+    x0, x1, x2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
+    dx0, dx1, dx2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+    W[t, 0, 0] = Z[f, 0] + (w1 * x2 - w2 * x1)
+    W[t, 0, 1] = Z[f, 1] + (w2 * x0 - w0 * x2)
+    W[t, 0, 2] = Z[f, 2] + (w0 * x1 - w1 * x0)
+    v0 = dZ[f, 0]
+    v1 = dZ[f, 1]
+    v2 = dZ[f, 2]
+    v0 += 1.0 * (dw1 * x2 - dw2 * x1)
+    v1 += 1.0 * (dw2 * x0 - dw0 * x2)
+    v2 += 1.0 * (dw0 * x1 - dw1 * x0)
+    v0 += 1.0 * (w1 * dx2 - w2 * dx1)
+    v1 += 1.0 * (w2 * dx0 - w0 * dx2)
+    v2 += 1.0 * (w0 * dx1 - w1 * dx0)
+    W[t, 1, 0] = v0
+    W[t, 1, 1] = v1
+    W[t, 1, 2] = v2
+
+
+@njit(cache=True)
+def _vector_pos_t(ma, A, th, k, X, s):
+    """Rows ``X[s, 0] = e``, ``X[s, 1] = de`` of vector ``k`` (as
+    :func:`_tangent.vector_kinematics_tb`); returns its frame, -1 for a ground vector."""
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            X[s, 0, i] = ma.vc_val[k, i]
+            X[s, 1, i] = 0.0
+        return -1
+    f = ma.b_frame[b]
+    c0, c1, c2 = ma.vc_val[k, 0], ma.vc_val[k, 1], ma.vc_val[k, 2]
+    e0 = A[f, 0, 0] * c0 + A[f, 0, 1] * c1 + A[f, 0, 2] * c2
+    e1 = A[f, 1, 0] * c0 + A[f, 1, 1] * c1 + A[f, 1, 2] * c2
+    e2 = A[f, 2, 0] * c0 + A[f, 2, 1] * c1 + A[f, 2, 2] * c2
+    h0, h1, h2 = th[f, 0], th[f, 1], th[f, 2]
+    X[s, 0, 0] = e0
+    X[s, 0, 1] = e1
+    X[s, 0, 2] = e2
+    X[s, 1, 0] = h1 * e2 - h2 * e1
+    X[s, 1, 1] = h2 * e0 - h0 * e2
+    X[s, 1, 2] = h0 * e1 - h1 * e0
+    return f
+
+
+@njit(cache=True)
+def _vector_vel_t(X, s, f, Z, dZ, W, t):
+    """Rows ``W[t, 0] = ed``, ``W[t, 1] = ded`` of the vector in ``X[s]``."""
+    if f < 0:
+        for i in range(3):
+            W[t, 0, i] = 0.0
+            W[t, 1, i] = 0.0
+        return
+    e0, e1, e2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
+    de0, de1, de2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
+    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
+    W[t, 0, 0] = w1 * e2 - w2 * e1
+    W[t, 0, 1] = w2 * e0 - w0 * e2
+    W[t, 0, 2] = w0 * e1 - w1 * e0
+    ded0 = dw1 * e2 - dw2 * e1
+    ded1 = dw2 * e0 - dw0 * e2
+    ded2 = dw0 * e1 - dw1 * e0
+    ded0 += 1.0 * (w1 * de2 - w2 * de1)
+    ded1 += 1.0 * (w2 * de0 - w0 * de2)
+    ded2 += 1.0 * (w0 * de1 - w1 * de0)
+    W[t, 1, 0] = ded0
+    W[t, 1, 1] = ded1
+    W[t, 1, 2] = ded2
+
+
+@njit(cache=True)
+def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu, j0, dZall, X, W, sub):
+    """``sub[j] = mu^T dTheta R_j`` for ``j = j0 .. d - 1`` along one direction (position
+    tangents ``th, dr, db``, field direction ``dp``): the velocity-level constraint and DOF
+    tangents of :func:`_tangent.constraints_t` / :func:`_tangent.dof_values_t` with ``zd =
+    R_j`` (frame velocities ``ZR[j]``), ``dzd = 0``, evaluated for all ``j`` at once: the
+    positions of the points and vectors and their tangents (independent of ``j``) once
+    per constraint.  The same operations in the same order as those kernels (equal
+    results).  Work arrays: ``dZall`` (d x nf x 6), ``X`` (3 x 2 x 3), ``W`` (3 x 2 x 3)."""
+    d = RjT.shape[0]
+    m = ma.c_type.shape[0]
+    c_type = ma.c_type
+    c_i = ma.c_i
+    for j in range(j0, d):
+        T.frame_velocities_t(ma, RjT[j], zero_n, bcol, db, dZall[j])
+        sub[j] = 0.0
+    for k in range(m):
+        typ = c_type[k]
+        muk = mu[k]
+        if typ == C_PTCOMP:
+            fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 0], X, 0)
+            fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 1)
+            c = c_i[k, 2]
+            for j in range(j0, d):
+                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
+                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
+                sub[j] += muk * (W[0, 1, c] - W[1, 1, c])
+        elif typ == C_DOTVV:
+            fa = _vector_pos_t(ma, A, th, c_i[k, 0], X, 0)
+            fb = _vector_pos_t(ma, A, th, c_i[k, 1], X, 1)
+            for j in range(j0, d):
+                _vector_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
+                _vector_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
+                s = 0.0
+                for i in range(3):
+                    e1 = X[0, 0, i]
+                    de1 = X[0, 1, i]
+                    ed1 = W[0, 0, i]
+                    ded1 = W[0, 1, i]
+                    e2 = X[1, 0, i]
+                    de2 = X[1, 1, i]
+                    ed2 = W[1, 0, i]
+                    ded2 = W[1, 1, i]
+                    s += ded1 * e2 + ed1 * de2 + de1 * ed2 + e1 * ded2
+                sub[j] += muk * s
+        elif typ == C_DOTVP:
+            fe = _vector_pos_t(ma, A, th, c_i[k, 0], X, 2)
+            fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 0)
+            fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 2], X, 1)
+            for j in range(j0, d):
+                _vector_vel_t(X, 2, fe, ZR[j], dZall[j], W, 2)
+                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
+                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
+                s = 0.0
+                for i in range(3):
+                    dd_ = X[1, 0, i] - X[0, 0, i]
+                    ddd = W[1, 0, i] - W[0, 0, i]
+                    td = X[1, 1, i] - X[0, 1, i]
+                    tdd = W[1, 1, i] - W[0, 1, i]
+                    e1 = X[2, 0, i]
+                    ed1 = W[2, 0, i]
+                    de1 = X[2, 1, i]
+                    ded1 = W[2, 1, i]
+                    s += ded1 * dd_ + ed1 * td + de1 * ddd + e1 * tdd
+                sub[j] += muk * s
+        elif typ == C_DIST:
+            fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 0], X, 0)
+            fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 1)
+            for j in range(j0, d):
+                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
+                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
+                s = 0.0
+                for i in range(3):
+                    dd_ = X[1, 0, i] - X[0, 0, i]
+                    ddd = W[1, 0, i] - W[0, 0, i]
+                    td = X[1, 1, i] - X[0, 1, i]
+                    tdd = W[1, 1, i] - W[0, 1, i]
+                    s += 2.0 * (td * ddd + dd_ * tdd)
+                sub[j] += muk * s
+        else:
+            # C_DRIVE: the velocity-level tangent is dzd = 0
+            for j in range(j0, d):
+                sub[j] += muk * 0.0
+    for k in range(ma.dof_type.shape[0]):
+        muk = mu[m + k]
+        if ma.dof_type[k] == DOF_COORD:
+            for j in range(j0, d):
+                sub[j] += muk * 0.0
+        else:
+            fa = _point_pos_t(ma, p, dp, A, r, th, dr, ma.dof_i[k, 0], X, 0)
+            c = ma.dof_i[k, 1]
+            for j in range(j0, d):
+                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
+                sub[j] += muk * W[0, 1, c]
+
+
+
+# ----------------------------------------------------------------------------------------
 # one state: the exact step Jacobians
 # ----------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md):
-    """Kinematics, R, tau and M^d at a converged position ``z`` (status returned)."""
+def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, dyn=True):
+    """Kinematics, R, tau and M^d at a converged position ``z`` (status returned;
+    ``zddb`` receives the particular accelerations; ``dyn`` False: kinematics only,
+    ``tau`` and ``Md`` are not computed)."""
     n = z.shape[0]
     d = zi.shape[0]
     A, r, u = ws[0], ws[1], ws[2]
     K.frame_positions(ma, p, z, A, r, u)
-    zddb = np.zeros(n)
     st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, R, ws)
     if st != MR.OK:
         return st
@@ -147,9 +366,42 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md):
         zdd[k] = zddb[k]
         for j in range(d):
             zdd[k] += R[k, j] * a[j]
+    if not dyn:
+        # the frame kinematics of residual_tau (the same calls), without the dynamics
+        K.frame_velocities(ma, zd, ws[3], ws[4])
+        K.frame_accelerations(ma, zd, zdd, r, u, ws[3], ws[4], ws[5])
+        return MR.OK
     MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+    Md[:, :] = 0.0
     MR.mass_matrix(ma, p, ws, form, n, Md)
     return MR.OK
+
+
+@njit(cache=True)
+def make_step_workspace(ma, n, npar, nm):
+    """Work arrays of :func:`step_jacobians_ws`, allocated once per sweep (``n`` joint
+    coordinates, ``npar`` parameters, ``nm`` measures): the kinematic workspace of
+    :func:`_matrixr.make_workspace` (plus the particular accelerations) and the primal and
+    tangent arrays of every direction."""
+    nfield = ma.p.shape[0]
+    nf = ma.fr_parent.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    nbod = ma.b_frame.shape[0]
+    ws = MR.make_workspace(ma, n) + (np.zeros(n),)
+    vec_n = np.zeros((8, n))          # zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj
+    vec_n2 = np.zeros((1, n))         # dtau
+    mats = (np.zeros((n, d)), np.zeros((n, n)), np.zeros((d, nf, 6)), np.zeros((d, n)),
+            np.zeros((d, d)))                                  # R, Md, ZR, RjT, Sdr
+    f3 = np.zeros((5, nf, 3))         # Pc, dPc, th, dr, du
+    b3 = np.zeros((3, nbod, 3))       # dfb, dnb, bg
+    bm = np.zeros(nbod)
+    bJ = np.zeros((nbod, 3, 3))
+    f6 = np.zeros((14, nf, 6))        # ... and Fs, dFs of the inverse-dynamics tangent
+    small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
+             np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
+    rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
+    return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt
 
 
 @njit(cache=True)
@@ -167,6 +419,16 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
     Returns a status code (OK when the state is regular).
     """
+    sw = make_step_workspace(ma, z.shape[0], Gm.shape[1], ms_type.shape[0])
+    return step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a,
+                             ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw)
+
+
+@njit(cache=True)
+def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
+                      Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw):
+    """:func:`step_jacobians` with the work arrays ``sw`` of :func:`make_step_workspace`
+    (allocated once per sweep, reused at every step)."""
     n = z.shape[0]
     d = zi.shape[0]
     m = ma.c_type.shape[0]
@@ -174,13 +436,19 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     nfield = p.shape[0]
     nf = ma.fr_parent.shape[0]
     nm = ms_type.shape[0]
-    ws = MR.make_workspace(ma, n)
-    zd = np.zeros(n)
-    zdd = np.zeros(n)
-    R = np.zeros((n, d))
-    tau = np.zeros(n)
-    Md = np.zeros((n, n))
-    st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md)
+    ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt = sw
+    dZall, Xb, Wb, subv = rt
+    zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
+                                                vec_n[4], vec_n[5], vec_n[6], vec_n[7])
+    dtau = vec_n2[0]
+    R, Md, ZR, RjT, Sdr = mats
+    Pc, dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3], f3[4]
+    bv, Vc, Vdc, dbv, dVc, dVdc = f6[0], f6[1], f6[2], f6[3], f6[4], f6[5]
+    db, dZ, dZd, dZj, zeroF = f6[6], f6[7], f6[8], f6[9], f6[10]
+    dfb, dnb, bg = b3[0], b3[1], b3[2]
+    Fs, dFs = f6[11], f6[12]
+    mu, dp, dphi, dh, dhd, dhdd, rhs, dmv = small
+    st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26])
     if st != MR.OK:
         return st
     Rout[:, :] = R
@@ -192,54 +460,34 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     MR._project(R, Md, Mbar)
     measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
     # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
-    mu = np.zeros(m + d)
     qr_solve_transpose(V, beta, Rm, tau, mu)
     # frame velocities with zd = R_j (Theta_z R_j as a velocity-level constraint)
-    ZR = np.zeros((d, nf, 6))
     for j in range(d):
-        K.frame_velocities(ma, R[:, j].copy(), bcol, ZR[j])
-    RjT = np.ascontiguousarray(R.T)
+        for k in range(n):
+            RjT[j, k] = R[k, j]
+    for j in range(d):
+        K.frame_velocities(ma, RjT[j], bcol, ZR[j])
     # SR-I primal terms (reference points, columns, velocities at the centres of mass)
-    Pc = np.zeros((nf, 3))
-    bv = np.zeros((nf, 6))
-    Vc = np.zeros((nf, 6))
-    Vdc = np.zeros((nf, 6))
-    dPc = np.zeros((nf, 3))
-    dbv = np.zeros((nf, 6))
-    dVc = np.zeros((nf, 6))
-    dVdc = np.zeros((nf, 6))
     if form == MR.FORM_COM:
         K.reference_points(ma, p, A, r, Pc)
         K.com_columns(ma, r, u, Pc, bv)
         K.com_kinematics(ma, zd, zdd, r, u, Pc, bv, Vc, Vdc)
-    # work arrays
-    dp = np.zeros(nfield)
-    dz = np.zeros(n)
-    dzd = np.zeros(n)
-    dzdd = np.zeros(n)
-    zero_n = np.zeros(n)
-    th = np.zeros((nf, 3))
-    dr = np.zeros((nf, 3))
-    du = np.zeros((nf, 3))
-    db = np.zeros((nf, 6))
-    dZ = np.zeros((nf, 6))
-    dZd = np.zeros((nf, 6))
-    dZj = np.zeros((nf, 6))
-    zeroF = np.zeros((nf, 6))
     nbod = ma.b_frame.shape[0]
-    dfb = np.zeros((nbod, 3))
-    dnb = np.zeros((nbod, 3))
-    dQj = np.zeros(n)
-    dtau = np.zeros(n)
-    dphi = np.zeros(m)
-    dh = np.zeros(d)
-    dhd = np.zeros(d)
-    dhdd = np.zeros(d)
-    rhs = np.zeros(m + d)
-    dmv = np.zeros(nm)
+    for b in range(nbod):
+        bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
     ncol = 2 * d + npar
-    Sdr = np.zeros((d, d))      # mu^T dTheta[R_i] R_j for the position directions
-    for col in range(ncol + d):
+    # the acceleration directions change only the measures; none of them depends on the
+    # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
+    acc_meas = False
+    for k in range(nm):
+        if ms_type[k] == MS_ACC or ms_type[k] == MS_COORD_ACC:
+            acc_meas = True
+    if not acc_meas:
+        for k in range(nm):
+            for j in range(d):
+                Jm[k, 2 * d + j] = 0.0
+    nloop = ncol + d if acc_meas else ncol
+    for col in range(nloop):
         # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol), A (ncol <= col)
         has_p = 2 * d <= col < ncol
         is_v = d <= col < 2 * d
@@ -334,8 +582,11 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
         if col >= ncol:
             continue
         # ---- residual: dr = R^T dtau + dR^T tau,  dR^T tau = -(dTheta R)^T mu  (eqs 53-57)
+        # velocity directions and the static parameters' directions with dp = 0 move no
+        # position and no field
+        kin = not is_v
         T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
-                           dnb, dQj)
+                           dnb, dQj, kin)
         if form == MR.FORM_ORIGIN:
             T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
                                         dZ, dZd, dfb, dnb, dQj, dtau)
@@ -345,12 +596,16 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
                 dPc[:, :] = 0.0
                 dbv[:, :] = 0.0
             else:
-                T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc)
+                T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc, bg, bJ)
                 T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
             T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
                                dVc, dVdc)
             T.inverse_dynamics_com_t(ma, p, dp, A, r, Pc, bv, Vc, Vdc, fb, nb_, Qj, th, dr, dPc,
-                                     dbv, dVc, dVdc, dfb, dnb, dQj, dtau)
+                                     dbv, dVc, dVdc, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs,
+                                     dFs)
+        if not static:
+            dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu,
+                      col if col < d else 0, dZall, Xb, Wb, subv)
         for j in range(d):
             s = 0.0
             for k in range(n):
@@ -364,16 +619,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
                 # second derivative; Phi_t does not depend on z): computed for (j, i)
                 Jr[j, col] = s - Sdr[col, j]
                 continue
-            T.frame_velocities_t(ma, RjT[j], zero_n, bcol, db, dZj)
-            T.constraints_t(ma, p, dp, t, z, RjT[j], zdd, dz, zero_n, zero_n, A, r, ZR[j], Zd,
-                            th, dr, dZj, zeroF, 1, dphi)
-            T.dof_values_t(ma, p, dp, A, r, ZR[j], Zd, th, dr, dZj, zeroF, dz, zero_n, zero_n,
-                           dh, dhd, dhdd)
-            sub = 0.0
-            for k in range(m):
-                sub += mu[k] * dphi[k]
-            for k in range(d):
-                sub += mu[m + k] * dhd[k]
+            sub = subv[j]
             if col < d:
                 Sdr[j, col] = sub
             Jr[j, col] = s - sub
@@ -401,6 +647,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, 
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
+    sw = make_step_workspace(ma, nz, npar, nm)
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)
@@ -410,9 +657,9 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, 
     pZ = np.zeros((d, npar))
     pV = np.zeros((d, npar))
     for nstep in range(N):
-        st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep],
-                            Rst, zdst, zddst)
+        st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
+                               ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm,
+                               MV[nstep], Rst, zdst, zddst, sw)
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])
@@ -476,6 +723,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
+    sw = make_step_workspace(ma, nz, npar, nm)
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)
@@ -496,9 +744,9 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     for nstep in range(N - 1, -1, -1):
         first = row0 + nstep == 0
         last = row0 + nstep == nglob - 1
-        st = step_jacobians(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                            ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv,
-                            Rst, zdst, zddst)
+        st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
+                               ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv,
+                               Rst, zdst, zddst, sw)
         if st != MR.OK:
             return st, nstep
         Kz = np.ascontiguousarray(Jr[:, 0:d])
@@ -657,9 +905,10 @@ def measure_history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
     R = np.zeros((n, d))
     tau = np.zeros(n)
     Md = np.zeros((n, n))
+    zddb = np.zeros(n)
     for k in range(N):
         st = _state(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k].copy(), ws, zd, zdd, R,
-                    tau, Md)
+                    tau, Md, zddb, False)
         if st != MR.OK:
             return st, k
         measures(ma, p, ws[0], ws[1], ws[4], ws[5], ZZ[k], zd, zdd, ms_type, ms_a, ms_c, MV[k])

@@ -706,8 +706,11 @@ def _add_point_force_t(dfb, dnb, b, x, F, dx, dF):
 
 @njit(cache=True)
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
-                     dfb, dnb, dQj):
-    """Tangent of :func:`_kernels.applied_forces` (the loads, not the potential)."""
+                     dfb, dnb, dQj, kin=True):
+    """Tangent of :func:`_kernels.applied_forces` (the loads, not the potential).
+
+    ``kin`` False: the direction moves no position and no field (``dp = 0``, ``th = dr =
+    0``): the gravity loads' tangents vanish and are skipped."""
     nbod = ma.b_frame.shape[0]
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
@@ -721,25 +724,23 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     F = _b3[2]
     dF = _b3[3]
     grav = ma.gravity
-    for b in range(nbod):
+    for b in range(nbod if kin else 0):
         m = K.body_inertia(ma, p, A, r, b, g, JG)
         dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
         for i in range(3):
             F[i] = m * grav[i]
             dF[i] = dm * grav[i]
         _add_point_force_t(dfb, dnb, b, g, F, dg, dF)
-    x1 = _b3[4]
-    v1 = _b3[5]
-    a1 = _b3[6]
-    x2 = _b3[7]
-    v2 = _b3[8]
-    a2 = _b3[9]
-    dx1 = _b3[10]
-    dv1 = _b3[11]
-    da1 = _b3[12]
-    dx2 = _b3[13]
-    dv2 = _b3[14]
-    da2 = _b3[15]
+    # the two points' kinematics in one buffer (point_kinematics_tb: no row views)
+    Bp = np.empty((2, 6, 3))
+    x1 = Bp[0, 0]
+    v1 = Bp[0, 1]
+    dx1 = Bp[0, 3]
+    dv1 = Bp[0, 4]
+    x2 = Bp[1, 0]
+    v2 = Bp[1, 1]
+    dx2 = Bp[1, 3]
+    dv2 = Bp[1, 4]
     d = _b3[16]
     dd = _b3[17]
     td = _b3[18]
@@ -747,10 +748,8 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
-        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, x1, v1, a1, dx1, dv1,
-                           da1)
-        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, x2, v2, a2, dx2, dv2,
-                           da2)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
         L = 0.0
         for i in range(3):
             d[i] = x2[i] - x1[i]
@@ -819,30 +818,19 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
     """
     road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
     droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-    c = np.empty(3)
-    vc = np.empty(3)
-    ac = np.empty(3)
-    dc = np.empty(3)
-    dvc = np.empty(3)
-    dac = np.empty(3)
-    e = np.empty(3)
-    ed = np.empty(3)
-    edd = np.empty(3)
-    de = np.empty(3)
-    ded = np.empty(3)
-    dedd = np.empty(3)
-    F = np.empty(3)
-    P = np.empty(3)
-    dF = np.empty(3)
-    dP = np.empty(3)
+    # centre and spin axis kinematics in one buffer (point/vector_kinematics_tb: no row
+    # views, the same operations)
+    Bk = np.empty((2, 6, 3))
+    c, vc, dc, dvc = Bk[0, 0], Bk[0, 1], Bk[0, 3], Bk[0, 4]
+    e, de = Bk[1, 0], Bk[1, 3]
+    _b3 = np.empty((4, 3))
+    F, P, dF, dP = _b3[0], _b3[1], _b3[2], _b3[3]
     for s in range(ma.ty_pt.shape[0]):
         k1 = ma.ty_pt[s]
         b = ma.pt_body[k1]
         f = ma.b_frame[b]
-        point_kinematics_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, c, vc, ac, dc, dvc,
-                           dac)
-        vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], e, ed, edd, de, ded,
-                            dedd)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
+        vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
         o = ma.ty_par[s]
         TY.tire_force_dir(c, vc, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road, dc, dvc, de,
                           dZ[f, 3:6], dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
@@ -952,17 +940,15 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
 
 
 @njit(cache=True)
-def reference_points_t(ma, p, dp, A, r, th, dr, P, dP):
-    """Tangent of :func:`_kernels.reference_points`."""
+def reference_points_t(ma, p, dp, A, r, th, dr, P, dP, bg, bJ):
+    """Tangent of :func:`_kernels.reference_points` (``bg, bJ``: the bodies' centres of
+    mass and inertias at this state, :func:`_kernels.body_inertia`)."""
     nf = ma.fr_parent.shape[0]
-    g = np.empty(3)
-    JG = np.empty((3, 3))
     dJG = np.empty((3, 3))
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
-            K.body_inertia(ma, p, A, r, b, g, JG)
-            body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dP[f], dJG)
+            body_inertia_t(ma, p, dp, A, r, th, dr, b, bg[b], bJ[b], dP[f], dJG)
         else:
             for i in range(3):
                 dP[f, i] = dr[f, i]
@@ -993,23 +979,42 @@ def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
                 dbv[f, i] = 0.0
 
 
+@njit(cache=True, inline="always")
+def _centripetal_ts(w0, w1, w2, dw0, dw1, dw2, x0, x1, x2, dx0, dx1, dx2):
+    """The two terms ``dw x (w x x)`` and ``w x (dw x x + w x dx)`` of
+    :func:`_centripetal_t` as scalars (the same operations)."""
+    t10 = w1 * x2 - w2 * x1
+    t11 = w2 * x0 - w0 * x2
+    t12 = w0 * x1 - w1 * x0
+    a0 = dw1 * t12 - dw2 * t11
+    a1 = dw2 * t10 - dw0 * t12
+    a2 = dw0 * t11 - dw1 * t10
+    t20 = dw1 * x2 - dw2 * x1
+    t21 = dw2 * x0 - dw0 * x2
+    t22 = dw0 * x1 - dw1 * x0
+    t20 += w1 * dx2 - w2 * dx1
+    t21 += w2 * dx0 - w0 * dx2
+    t22 += w0 * dx1 - w1 * dx0
+    b0 = w1 * t22 - w2 * t21
+    b1 = w2 * t20 - w0 * t22
+    b2 = w0 * t21 - w1 * t20
+    return a0, a1, a2, b0, b1, b2
+
+
 @njit(cache=True)
 def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
-    """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations)."""
-    nf = ma.fr_parent.shape[0]
-    _b3 = np.empty((8, 3))  # one allocation for the 3-vectors
-    dPP = _b3[0]
-    tdPP = _b3[1]
-    dPr = _b3[2]
-    tdPr = _b3[3]
-    wpu = _b3[4]
-    dwpu = _b3[5]
-    t1 = _b3[6]
-    t2 = _b3[7]
-    zero3 = np.zeros(3)
+    """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations).
+
+    Scalars instead of 3-vector row views (each view is reference-counted); the same
+    operations in the same order as the cross-product helpers ``_cx``, ``_cxadd`` and
+    ``_centripetal_t``."""
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
+    fr_type = ma.fr_type
+    nf = fr_parent.shape[0]
     for f in range(nf):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        c = fr_coord[f]
         q1 = zd[c] if c >= 0 else 0.0
         q2 = zdd[c] if c >= 0 else 0.0
         dq1 = dzd[c] if c >= 0 else 0.0
@@ -1018,86 +1023,178 @@ def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv
             dV[f, i] = dbv[f, i] * q1 + bv[f, i] * dq1
             dVd[f, i] = dbv[f, i] * q2 + bv[f, i] * dq2
         if par >= 0:
-            wp = V[par, 3:6]
-            dwp = dV[par, 3:6]
-            wdp = Vd[par, 3:6]
-            dwdp = dVd[par, 3:6]
-            for i in range(3):
-                dPP[i] = P[f, i] - P[par, i]
-                tdPP[i] = dP[f, i] - dP[par, i]
-                dPr[i] = r[f, i] - P[par, i]
-                tdPr[i] = dr[f, i] - dP[par, i]
+            wp0, wp1, wp2 = V[par, 3], V[par, 4], V[par, 5]
+            dwp0, dwp1, dwp2 = dV[par, 3], dV[par, 4], dV[par, 5]
+            wdp0, wdp1, wdp2 = Vd[par, 3], Vd[par, 4], Vd[par, 5]
+            dwdp0, dwdp1, dwdp2 = dVd[par, 3], dVd[par, 4], dVd[par, 5]
+            pp0 = P[f, 0] - P[par, 0]
+            pp1 = P[f, 1] - P[par, 1]
+            pp2 = P[f, 2] - P[par, 2]
+            tp0 = dP[f, 0] - dP[par, 0]
+            tp1 = dP[f, 1] - dP[par, 1]
+            tp2 = dP[f, 2] - dP[par, 2]
+            pr0 = r[f, 0] - P[par, 0]
+            pr1 = r[f, 1] - P[par, 1]
+            pr2 = r[f, 2] - P[par, 2]
+            tr0 = dr[f, 0] - dP[par, 0]
+            tr1 = dr[f, 1] - dP[par, 1]
+            tr2 = dr[f, 2] - dP[par, 2]
             for i in range(3):
                 dV[f, i] += dV[par, i]
-                dV[f, 3 + i] += dwp[i]
                 dVd[f, i] += dVd[par, i]
-                dVd[f, 3 + i] += dwdp[i]
-            _cxadd(dwp, dPP, dV[f, 0:3], 1.0)
-            _cxadd(wp, tdPP, dV[f, 0:3], 1.0)
-            _cxadd(dwdp, dPP, dVd[f, 0:3], 1.0)
-            _cxadd(wdp, tdPP, dVd[f, 0:3], 1.0)
+            dV[f, 3] += dwp0
+            dV[f, 4] += dwp1
+            dV[f, 5] += dwp2
+            dVd[f, 3] += dwdp0
+            dVd[f, 4] += dwdp1
+            dVd[f, 5] += dwdp2
+            o0 = dV[f, 0]
+            o1 = dV[f, 1]
+            o2 = dV[f, 2]
+            o0 += dwp1 * pp2 - dwp2 * pp1
+            o1 += dwp2 * pp0 - dwp0 * pp2
+            o2 += dwp0 * pp1 - dwp1 * pp0
+            o0 += wp1 * tp2 - wp2 * tp1
+            o1 += wp2 * tp0 - wp0 * tp2
+            o2 += wp0 * tp1 - wp1 * tp0
+            dV[f, 0] = o0
+            dV[f, 1] = o1
+            dV[f, 2] = o2
+            o0 = dVd[f, 0]
+            o1 = dVd[f, 1]
+            o2 = dVd[f, 2]
+            o0 += dwdp1 * pp2 - dwdp2 * pp1
+            o1 += dwdp2 * pp0 - dwdp0 * pp2
+            o2 += dwdp0 * pp1 - dwdp1 * pp0
+            o0 += wdp1 * tp2 - wdp2 * tp1
+            o1 += wdp2 * tp0 - wdp0 * tp2
+            o2 += wdp0 * tp1 - wdp1 * tp0
         else:
-            wp = zero3
-            dwp = zero3
-            for i in range(3):
-                dPP[i] = 0.0
-                tdPP[i] = 0.0
-                dPr[i] = 0.0
-                tdPr[i] = 0.0
-        typ = ma.fr_type[f]
-        out = dVd[f, 0:3]
+            wp0, wp1, wp2 = 0.0, 0.0, 0.0
+            dwp0, dwp1, dwp2 = 0.0, 0.0, 0.0
+            pp0, pp1, pp2 = 0.0, 0.0, 0.0
+            tp0, tp1, tp2 = 0.0, 0.0, 0.0
+            pr0, pr1, pr2 = 0.0, 0.0, 0.0
+            tr0, tr1, tr2 = 0.0, 0.0, 0.0
+            o0 = dVd[f, 0]
+            o1 = dVd[f, 1]
+            o2 = dVd[f, 2]
+        typ = fr_type[f]
         if typ == REVOLUTE:
-            _centripetal_t(wp, dwp, dPr, tdPr, out, 1.0, t1, t2)
-            wf = V[f, 3:6]
-            dwf = dV[f, 3:6]
-            for i in range(3):
-                dPr[i] = P[f, i] - r[f, i]
-                tdPr[i] = dP[f, i] - dr[f, i]
-            _centripetal_t(wf, dwf, dPr, tdPr, out, 1.0, t1, t2)
-            _cx(wp, u[f], wpu)
-            _cx(dwp, u[f], dwpu)
-            _cxadd(wp, du[f], dwpu, 1.0)
+            a0, a1, a2, b0, b1, b2 = _centripetal_ts(wp0, wp1, wp2, dwp0, dwp1, dwp2,
+                                                     pr0, pr1, pr2, tr0, tr1, tr2)
+            o0 += a0
+            o1 += a1
+            o2 += a2
+            o0 += b0
+            o1 += b1
+            o2 += b2
+            pr0 = P[f, 0] - r[f, 0]
+            pr1 = P[f, 1] - r[f, 1]
+            pr2 = P[f, 2] - r[f, 2]
+            tr0 = dP[f, 0] - dr[f, 0]
+            tr1 = dP[f, 1] - dr[f, 1]
+            tr2 = dP[f, 2] - dr[f, 2]
+            a0, a1, a2, b0, b1, b2 = _centripetal_ts(V[f, 3], V[f, 4], V[f, 5], dV[f, 3],
+                                                     dV[f, 4], dV[f, 5], pr0, pr1, pr2,
+                                                     tr0, tr1, tr2)
+            o0 += a0
+            o1 += a1
+            o2 += a2
+            o0 += b0
+            o1 += b1
+            o2 += b2
+            u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+            du0, du1, du2 = du[f, 0], du[f, 1], du[f, 2]
+            wpu0 = wp1 * u2 - wp2 * u1
+            wpu1 = wp2 * u0 - wp0 * u2
+            wpu2 = wp0 * u1 - wp1 * u0
+            dwpu0 = dwp1 * u2 - dwp2 * u1
+            dwpu1 = dwp2 * u0 - dwp0 * u2
+            dwpu2 = dwp0 * u1 - dwp1 * u0
+            dwpu0 += wp1 * du2 - wp2 * du1
+            dwpu1 += wp2 * du0 - wp0 * du2
+            dwpu2 += wp0 * du1 - wp1 * du0
             # q1 (wpu x (P - r)) and q1 wpu
-            _cx(wpu, dPr, t1)
-            _cx(dwpu, dPr, t2)
-            _cxadd(wpu, tdPr, t2, 1.0)
-            for i in range(3):
-                out[i] += dq1 * t1[i] + q1 * t2[i]
-                dVd[f, 3 + i] += dq1 * wpu[i] + q1 * dwpu[i]
+            t10 = wpu1 * pr2 - wpu2 * pr1
+            t11 = wpu2 * pr0 - wpu0 * pr2
+            t12 = wpu0 * pr1 - wpu1 * pr0
+            t20 = dwpu1 * pr2 - dwpu2 * pr1
+            t21 = dwpu2 * pr0 - dwpu0 * pr2
+            t22 = dwpu0 * pr1 - dwpu1 * pr0
+            t20 += wpu1 * tr2 - wpu2 * tr1
+            t21 += wpu2 * tr0 - wpu0 * tr2
+            t22 += wpu0 * tr1 - wpu1 * tr0
+            o0 += dq1 * t10 + q1 * t20
+            o1 += dq1 * t11 + q1 * t21
+            o2 += dq1 * t12 + q1 * t22
+            dVd[f, 3] += dq1 * wpu0 + q1 * dwpu0
+            dVd[f, 4] += dq1 * wpu1 + q1 * dwpu1
+            dVd[f, 5] += dq1 * wpu2 + q1 * dwpu2
         else:
-            _centripetal_t(wp, dwp, dPP, tdPP, out, 1.0, t1, t2)
+            a0, a1, a2, b0, b1, b2 = _centripetal_ts(wp0, wp1, wp2, dwp0, dwp1, dwp2,
+                                                     pp0, pp1, pp2, tp0, tp1, tp2)
+            o0 += a0
+            o1 += a1
+            o2 += a2
+            o0 += b0
+            o1 += b1
+            o2 += b2
             if typ == PRISMATIC:
-                _cx(wp, u[f], wpu)
-                _cx(dwp, u[f], dwpu)
-                _cxadd(wp, du[f], dwpu, 1.0)
-                for i in range(3):
-                    out[i] += 2.0 * (dq1 * wpu[i] + q1 * dwpu[i])
+                u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+                du0, du1, du2 = du[f, 0], du[f, 1], du[f, 2]
+                wpu0 = wp1 * u2 - wp2 * u1
+                wpu1 = wp2 * u0 - wp0 * u2
+                wpu2 = wp0 * u1 - wp1 * u0
+                dwpu0 = dwp1 * u2 - dwp2 * u1
+                dwpu1 = dwp2 * u0 - dwp0 * u2
+                dwpu2 = dwp0 * u1 - dwp1 * u0
+                dwpu0 += wp1 * du2 - wp2 * du1
+                dwpu1 += wp2 * du0 - wp0 * du2
+                dwpu2 += wp0 * du1 - wp1 * du0
+                o0 += 2.0 * (dq1 * wpu0 + q1 * dwpu0)
+                o1 += 2.0 * (dq1 * wpu1 + q1 * dwpu1)
+                o2 += 2.0 * (dq1 * wpu2 + q1 * dwpu2)
+        dVd[f, 0] = o0
+        dVd[f, 1] = o1
+        dVd[f, 2] = o2
 
 
 @njit(cache=True)
 def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, dP, dbv, dV,
-                           dVd, dfb, dnb, dQj, dtau):
+                           dVd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs, dFs):
     """Tangent of :func:`_kernels.inverse_dynamics_com`: Newton-Euler at each centre of
     mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
-    shift ``N_p += (P_c - P_p) x F_c``."""
+    shift ``N_p += (P_c - P_p) x F_c``.
+
+    ``bm, bg, bJ``: the bodies' masses, global centres of mass and centroidal inertias at
+    this state (:func:`_kernels.body_inertia`, computed once per state); ``kin`` False for
+    a direction that moves no position and no field (``dp = 0``, ``th = dr = 0``, so the
+    inertia tangents vanish and are skipped); ``Fs, dFs`` (nf x 6) are work arrays."""
     nf = ma.fr_parent.shape[0]
-    Fs = np.zeros((nf, 6))
-    dFs = np.zeros((nf, 6))
+    Fs[:, :] = 0.0
+    dFs[:, :] = 0.0
     _b3 = np.empty((6, 3))  # one allocation for the 3-vectors
-    g = _b3[0]
-    JG = np.empty((3, 3))
     dg = _b3[1]
     dJG = np.empty((3, 3))
     Jw = _b3[2]
     dJw = _b3[3]
     t1 = _b3[4]
     dt1 = _b3[5]
+    if not kin:
+        dg[:] = 0.0
+        dJG[:, :] = 0.0
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
             continue
-        m = K.body_inertia(ma, p, A, r, b, g, JG)
-        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        m = bm[b]
+        g = bg[b]
+        JG = bJ[b]
+        if kin:
+            dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        else:
+            dm = 0.0
         w = V[f, 3:6]
         dw = dV[f, 3:6]
         wd = Vd[f, 3:6]
