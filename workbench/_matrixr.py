@@ -373,17 +373,50 @@ def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
     ``zdd^i = 0``) and ``R^Phi`` (eq 16) at the converged position in ``ws``.
 
     Returns (status, bad column)."""
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = ws[:14]
+    st, bad = factor_r(ma, p, z, Rphi, ws)
+    if st != OK:
+        return st, bad
+    velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+    return OK, -1
+
+
+@njit(cache=True)
+def factor_r(ma, p, z, Rphi, ws):
+    """Householder QR of ``Theta_z = [Phi_z; B]`` at the position kinematics in ``ws`` and
+    ``R^Phi`` = the last ``d`` columns of ``Theta_z^{-1}`` (seed 001 eq 16).
+
+    Returns (status, bad column)."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm = ws[:10]
     n = z.shape[0]
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
-    zero = ws[19]
     K.joint_columns(ma, r, u, bcol)
     K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
     K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
     bad = qr_factor(Th, V, beta, Rm, 1e-12)
     if bad >= 0:
         return ST_SINGULAR, bad
+    rhs = ws[20]
+    col = ws[21]
+    for j in range(d):
+        for k in range(m + d):
+            rhs[k] = 0.0
+        rhs[m + j] = 1.0
+        qr_solve(V, beta, Rm, rhs, col)
+        for k in range(n):
+            Rphi[k, j] = col[k]
+    return OK, -1
+
+
+@njit(cache=True)
+def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
+    """Velocity problem (eq 19) and particular accelerations (eq 21 with ``zdd^i = 0``)
+    with the factorisation of ``Theta_z`` left in ``ws`` by :func:`factor_r` at this
+    position."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = ws[:14]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    zero = ws[19]
     rhs = ws[20]
     # b = -Phi_t: constraint velocity residual with zd = 0
     Z[:, :] = 0.0
@@ -404,15 +437,6 @@ def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
     for k in range(d):
         rhs[m + k] = -hdd[k]
     qr_solve(V, beta, Rm, rhs, zddb)
-    col = ws[21]
-    for j in range(d):
-        for k in range(m + d):
-            rhs[k] = 0.0
-        rhs[m + j] = 1.0
-        qr_solve(V, beta, Rm, rhs, col)
-        for k in range(n):
-            Rphi[k, j] = col[k]
-    return OK, -1
 
 
 @njit(cache=True)
@@ -728,6 +752,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     zdn = zd.copy()
     zddn = zdd.copy()
     vnull = np.zeros(n)
+    # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
+    zfac = z.copy()
+    fac_ok = True
     k0 = 0                               # last output row written
     while k0 < nsteps:
         # Attempts, from the state of row k0 (an, zin, ...):
@@ -786,11 +813,21 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                     st, pit, err, bad = solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, True)
                     if st != OK:
                         status = st
+                        fac_ok = False
                         break
-                    st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
-                    if st != OK:
-                        status = st
-                        break
+                    if pit == 0 and fac_ok and _same(z, zfac):
+                        # the position did not move since Theta_z was factorised and R^Phi
+                        # formed (a later Newton iterate: zi moved by h^2/4 da, within the
+                        # position tolerance): both are still exact
+                        velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+                    else:
+                        st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb,
+                                                              Rphi, ws)
+                        fac_ok = st == OK
+                        if st != OK:
+                            status = st
+                            break
+                        zfac[:] = z
                     for k in range(n):
                         zdd[k] = zddb[k]
                         for j in range(d):
@@ -907,6 +944,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         VVIOL_out, IT_out, E_out)
             # leave the factorisation of the end node in ws (reused by the next step)
             factor_theta(ma, p, cz, ws)
+            fac_ok = False
             t = t0 + (kofs + k1 - 1) * h + h
         if span == 1 and nsub == 1:
             aprev2[:] = aprev
@@ -922,6 +960,15 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
         zddn[:] = czdd
         k0 = k1
     return OK, nsteps, t, 0.0, -1
+
+
+@njit(cache=True)
+def _same(x, y):
+    """``x == y`` element by element (bitwise equal floats)."""
+    for k in range(x.shape[0]):
+        if x[k] != y[k]:
+            return False
+    return True
 
 
 @njit(cache=True)
