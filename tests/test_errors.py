@@ -261,6 +261,10 @@ def test_slider_crank_driven_into_its_dead_point_is_reported_as_singular():
     assert 0.05 < exc.value.time < 0.053 and "'slider-crank-2d'" in str(exc.value)
     assert set(exc.value.joints) == {"crank", "rod"}
     assert _time_in(str(exc.value)) == pytest.approx(exc.value.time, rel=1e-5)
+    # Phi_z keeps its rank there: the error names coordinates that do determine the
+    # configuration (crank or rod angle), and the message says so
+    better = exc.value.suggested_dof
+    assert better and set(better) <= {"crank", "rod"} and str(better) in str(exc.value)
 
 
 def test_rocker_as_dof_at_its_extreme_position_is_singular():

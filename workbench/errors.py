@@ -57,8 +57,12 @@ class SingularConfigurationError(SimulationError):
     """The leading matrix Theta_z = [Phi_z; B] lost rank: the chosen degrees of freedom
     no longer determine the configuration (a singular position of the mechanism)."""
 
-    def __init__(self, message: str, time: float | None = None, joints=()):
+    def __init__(self, message: str, time: float | None = None, joints=(),
+                 suggested_dof=()):
         self.joints = list(joints)
+        #: coordinates that determine the configuration where the run stopped (best
+        #: conditioned there; empty when the mechanism itself is singular there)
+        self.suggested_dof = list(suggested_dof)
         super().__init__(message, time)
 
 

@@ -143,6 +143,26 @@ def near_null_joints(cm, z, share: float = 0.25) -> list:
     return cm.joints_of_coordinates([int(c) for c in np.nonzero(np.abs(v) >= share * vmax)[0]])
 
 
+def suggest_dof(cm, z) -> list:
+    """Coordinates that would determine the configuration ``z`` best (the automatic
+    choice of :func:`choose_dof` made at ``z``); ``[]`` when they are the model's own
+    degrees of freedom or cannot be evaluated; ``None`` when ``Phi_z`` itself loses rank
+    there (a singular position of the mechanism, which no choice of degrees of freedom
+    removes)."""
+    ma = cm.arrays
+    z = np.asarray(z, dtype=float)
+    if z.shape[0] == 0 or not np.all(np.isfinite(z)):
+        return []
+    Jc, _, _ = _constraint_jacobian(ma, z)
+    if not np.all(np.isfinite(Jc)):
+        return []
+    if Jc.shape[0] and _rank(Jc) != cm.n - cm.d:
+        return None
+    zero = np.zeros_like(z)
+    names = list(choose_dof(ma, z, zero, list(cm.coord_names), [])[2])
+    return [] if names == list(cm.dof_names) else names
+
+
 def raise_for_status(cm, status: int, time: float, value: float, bad: int, context: str,
                      z=None):
     """Translate a kernel status code into a typed exception naming model elements.
@@ -155,13 +175,23 @@ def raise_for_status(cm, status: int, time: float, value: float, bad: int, conte
         joints = near_null_joints(cm, z) if z is not None else []
         if not joints:
             joints = cm.joints_of_coordinates([bad])
+        better = suggest_dof(cm, z) if z is not None else []
+        if better is None:
+            better = []
+            hint = ("; the constraint Jacobian Phi_z itself loses rank there (a singular "
+                    "position of the mechanism)")
+        elif better:
+            hint = (f"; the coordinates {better} determine the configuration there: choose "
+                    "them with Model.dof(...) or 'dof' in the model file")
+        else:
+            hint = ""
         raise SingularConfigurationError(
             f"{context}: the step cannot be completed next to a singular configuration: "
             f"the leading matrix Theta_z = [Phi_z; B] is near-singular (sigma_min/sigma_max "
             f"~ {value:.1e} < {MR.SING_DIAG:g} at the last accepted state; joints: "
             f"{', '.join(joints)}); the degrees of freedom {list(cm.dof_names)} do not "
             f"determine the motion through it (singular position such as a dead point, or a "
-            f"poor choice of degrees of freedom)", time, joints)
+            f"poor choice of degrees of freedom){hint}", time, joints, better)
     if status == MR.ST_SINGULAR:
         joints = cm.joints_of_coordinates([bad])
         raise SingularConfigurationError(
