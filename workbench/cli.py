@@ -53,11 +53,11 @@ REPRODUCE_RUNS = (
     ("n-four-bar", {"N": 40}, 20.0, 1e-3),
     ("slider-crank", {}, None, None),
     ("five-bar", {}, None, None),
+    ("bricard", {}, None, None),
 )
-#: buggy reports included in ``workbench reproduce all``: the double lane change (~3.5 min
-#: with the global-formulation comparison);
-#: the step descent (4500 steps of 1 ms, step-size study down to 0.25 ms: ~12 min, the
-#: exact step Jacobians cost ~30 simulation steps each) only by name
+#: buggy reports included in ``workbench reproduce all``: the double lane change (~35 s
+#: with the global-formulation comparison); the step descent (4500 steps of 1 ms,
+#: step-size study down to 0.25 ms: ~2 min) only by name
 REPRODUCE_ALL_BUGGY = ("buggy-dlc",)
 #: ``workbench reproduce`` writes the history every this many seconds (at most).
 REPRODUCE_HISTORY_INTERVAL = 0.01
@@ -351,6 +351,10 @@ def _print_summary(s: dict, out_dir, stream=None) -> None:
         ("real-time factor", _fmt(s["real_time_factor"], ".3g")),
         ("output", str(out_dir)),
     ]
+    for rev in s.get("dof_revisions") or []:
+        rows.insert(-1, ("DOF revised", f"{rev['from']} -> {rev['to']}: the automatic "
+                                        f"choice stopped determining the configuration "
+                                        f"at t = {_fmt(rev['time'], '.6g')} s; run repeated"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}", file=stream)

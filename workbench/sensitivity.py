@@ -204,6 +204,31 @@ def _start(cm: CompiledModel, Gm, formulation):
     return (cm, *_initial_sensitivities(cm, Gm))
 
 
+def _revised_start(cm: CompiledModel, sim, Gm, names):
+    """The model and initial sensitivities after the forward run revised an automatic
+    choice of degrees of freedom (:func:`workbench.simulate.simulate`): the run started
+    again from the same assembled initial state with other independent coordinates, so
+    the sweeps use that model.  Exact when no parameter moves the initial assembly (the
+    initial values of the new coordinates are then design-independent, as the direct and
+    adjoint sweeps assume); otherwise a typed error asks for an explicit choice."""
+    from .errors import SingularConfigurationError
+    rev = sim.dof_revisions[-1]
+    new = sim.compiled
+    pkin = kinematic_parameters(cm, Gm)
+    bad = [nm for nm, k in zip(names, pkin) if k]
+    if bad or cm.initial_state != "given":
+        why = (f"the parameters {bad} move the initial assembly" if bad else
+               f"the initial state is {cm.initial_state!r}")
+        raise SingularConfigurationError(
+            f"model {cm.name!r}: the automatic degrees of freedom {rev['from']} stop "
+            f"determining the configuration at t = {rev['time']:.6g} s and the forward run "
+            f"was repeated with {rev['to']}; {why}, so the initial values of the new "
+            f"coordinates depend on the design: declare the degrees of freedom with "
+            f"Model.dof({', '.join(repr(n) for n in rev['to'])}) (or 'dof' in the model "
+            f"file) for exact sensitivities", rev["time"], [], rev["to"])
+    return (new, *_initial_sensitivities(new, Gm))
+
+
 def _initial_sensitivities(cm: CompiledModel, Gm):
     """``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: nonzero only for point-coordinate DOF whose
     initial value is read from the initial configuration (no explicit ``value``)."""
@@ -342,6 +367,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                                          dt, variant, seg, values, SZ0, SV0)
     sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
     t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
+    if getattr(sim, "dof_revisions", None):
+        cm, SZ0, SV0 = _revised_start(cm, sim, Gm, names)
     if simulation is None:
         _check_plain_steps(cm, sim)
     ma = cm.arrays

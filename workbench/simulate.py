@@ -10,6 +10,7 @@ import numpy as np
 from . import _matrixr as MR
 from .kinematics import (FORMULATION_LABEL, POS_MAXIT, POS_TOL, formulation_code,
                          raise_for_status)
+from .errors import SingularConfigurationError
 from .model import Model
 
 NEWTON_TOL = 1e-10
@@ -57,6 +58,9 @@ class SimulationResult:
         ``nsub > 1`` the step was retried as sub-steps, ``span > 1`` it was merged over
         ``span`` output intervals next to a singular configuration, ``(0, 0)`` the row was
         interpolated inside a merged step (and the initial row).
+    dof_revisions : list of dict
+        Automatic choices of the degrees of freedom that were revised (see
+        :func:`simulate`): ``{"time", "from", "to"}`` per revision; empty otherwise.
     """
 
     model: str
@@ -78,6 +82,7 @@ class SimulationResult:
     dt: float
     wall_time_s: float
     compiled: object = field(repr=False, default=None)
+    dof_revisions: list = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -136,6 +141,7 @@ class SimulationResult:
             "energy_change": self.energy_change,
             "wall_time_s": self.wall_time_s,
             "degrees_of_freedom": list(self.dof_names),
+            "dof_revisions": [dict(r) for r in self.dof_revisions],
         }
 
     def to_frame(self):
@@ -202,8 +208,67 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     nsteps = int(round((t_end - t0) / dt))
     if abs(nsteps * dt - (t_end - t0)) > 1e-9 * max(1.0, t_end):
         raise ValueError(f"t_end - t0 = {t_end - t0} is not a multiple of dt = {dt}")
-    return _run(cm, formulation, form, float(t0), float(dt), nsteps, cm.zi0, cm.zdi0,
-                cm.z_guess, newton_tol, newton_maxit)
+    revisions = []
+    tried = {tuple(cm.dof_names)}
+    start = _time.perf_counter()
+    while True:
+        try:
+            res = _run(cm, formulation, form, float(t0), float(dt), nsteps, cm.zi0,
+                       cm.zdi0, cm.z_guess, newton_tol, newton_maxit)
+        except SingularConfigurationError as err:
+            revised = _revise_dof(cm, err, tried, form, float(t0))
+            if revised is None:
+                raise
+            revisions.append({"time": err.time, "from": list(cm.dof_names),
+                              "to": list(revised.dof_names)})
+            cm = revised
+            continue
+        if revisions:
+            # the stopped attempts count: what the user waited for
+            res.wall_time_s = _time.perf_counter() - start
+        res.dof_revisions = revisions
+        return res
+
+
+#: at most this many revisions of an automatic choice of degrees of freedom per run
+MAX_DOF_REVISIONS = 3
+
+
+def _revise_dof(cm, err, tried, form, t0):
+    """A copy of ``cm`` whose degrees of freedom are ``err.suggested_dof``, starting from
+    the same assembled initial state, or None when the choice may not be revised.
+
+    Only an automatic choice (no ``dof`` in the model) is revised: it was made at the
+    initial configuration, and a run that stops where those coordinates no longer
+    determine the configuration (a turning point of a DOF while the mechanism moves on,
+    e.g. Bricard's mechanism) is started again from t0 with the coordinates that do
+    determine it there.  A user's own choice is never overridden (the error names the
+    suggestion instead)."""
+    import copy
+    import dataclasses
+
+    if getattr(cm.model, "dof_spec", None) is not None or not err.suggested_dof:
+        return None
+    names = tuple(err.suggested_dof)
+    if names in tried or len(tried) > MAX_DOF_REVISIONS:
+        return None
+    tried.add(names)
+    # the initial configuration assembled with the current choice (kept: a revision must
+    # not change the initial state)
+    out = MR.evaluate_state(cm.arrays, cm.arrays.p, form, t0, cm.zi0, cm.zdi0,
+                            np.ascontiguousarray(cm.z_guess, dtype=float), POS_TOL, POS_MAXIT)
+    if out[0] != MR.OK:
+        return None
+    z0, zd0 = out[3], out[4]
+    model = copy.deepcopy(cm.model)
+    model.dof(*names)
+    new = model.compile(cm._current_overrides())
+    cols = [new.coord_names.index(nm) for nm in names]
+    # the model stays "automatic" for later revisions and for the caller's view
+    new.model.dof_spec = None
+    return dataclasses.replace(new, z_guess=z0.copy(), zd_guess=zd0.copy(),
+                               zi0=z0[cols].copy(), zdi0=zd0[cols].copy(),
+                               initial_state=cm.initial_state)
 
 
 def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON_TOL,
