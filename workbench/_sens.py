@@ -401,7 +401,8 @@ def make_step_workspace(ma, n, npar, nm):
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
     rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
-    return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt
+    bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)))   # bdm, bdg, bdJ
+    return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
 @njit(cache=True)
@@ -436,8 +437,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     nfield = p.shape[0]
     nf = ma.fr_parent.shape[0]
     nm = ms_type.shape[0]
-    ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt = sw
+    ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
     dZall, Xb, Wb, subv = rt
+    bdm, bdg, bdJ = bt
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
@@ -585,8 +587,11 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         # velocity directions and the static parameters' directions with dp = 0 move no
         # position and no field
         kin = not is_v
+        if kin:
+            # the bodies' mass, centre-of-mass and inertia tangents, once per direction
+            T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
         T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
-                           dnb, dQj, kin)
+                           dnb, dQj, kin, bm, bg, bdm, bdg)
         if form == MR.FORM_ORIGIN:
             T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
                                         dZ, dZd, dfb, dnb, dQj, dtau)
@@ -596,13 +601,13 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 dPc[:, :] = 0.0
                 dbv[:, :] = 0.0
             else:
-                T.reference_points_t(ma, p, dp, A, r, th, dr, Pc, dPc, bg, bJ)
+                T.reference_points_t(ma, dr, dPc, bdg)
                 T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
             T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
                                dVc, dVdc)
             T.inverse_dynamics_com_t(ma, p, dp, A, r, Pc, bv, Vc, Vdc, fb, nb_, Qj, th, dr, dPc,
                                      dbv, dVc, dVdc, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs,
-                                     dFs)
+                                     dFs, bdm, bdg, bdJ)
         if not static:
             dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu,
                       col if col < d else 0, dZall, Xb, Wb, subv)

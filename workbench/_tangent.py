@@ -159,6 +159,54 @@ def body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG):
     return dm
 
 
+@njit(cache=True)
+def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ):
+    """:func:`body_inertia_t` of every body in one pass (``bg, bJ``: the bodies' centres
+    of mass and inertias at this state): ``bdm[b]``, ``bdg[b]``, ``bdJ[b]``, computed once
+    per direction and shared by the gravity loads, the reference points and the inverse
+    dynamics.  The same operations as :func:`body_inertia_t` on scalars (no row views)."""
+    for b in range(ma.b_frame.shape[0]):
+        f = ma.b_frame[b]
+        o = ma.b_org[b]
+        fld = ma.b_com[b]
+        bdm[b] = dp[ma.b_mass[b]]
+        # body_point_t of the centre of mass
+        l0 = dp[o] + dp[fld]
+        l1 = dp[o + 1] + dp[fld + 1]
+        l2 = dp[o + 2] + dp[fld + 2]
+        t0 = bg[b, 0] - r[f, 0]
+        t1 = bg[b, 1] - r[f, 1]
+        t2 = bg[b, 2] - r[f, 2]
+        w0, w1, w2 = th[f, 0], th[f, 1], th[f, 2]
+        bdg[b, 0] = dr[f, 0] + w1 * t2 - w2 * t1 + A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+        bdg[b, 1] = dr[f, 1] + w2 * t0 - w0 * t2 + A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+        bdg[b, 2] = dr[f, 2] + w0 * t1 - w1 * t0 + A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+        k = ma.b_inr[b]
+        J00, J11, J22 = dp[k], dp[k + 1], dp[k + 2]
+        J01, J02, J12 = dp[k + 3], dp[k + 4], dp[k + 5]
+        for i in range(3):
+            a0 = A[f, i, 0] * J00 + A[f, i, 1] * J01 + A[f, i, 2] * J02
+            a1 = A[f, i, 0] * J01 + A[f, i, 1] * J11 + A[f, i, 2] * J12
+            a2 = A[f, i, 0] * J02 + A[f, i, 1] * J12 + A[f, i, 2] * J22
+            for j in range(3):
+                bdJ[b, i, j] = a0 * A[f, j, 0] + a1 * A[f, j, 1] + a2 * A[f, j, 2]
+        for i in range(3):
+            for j in range(3):
+                if i == 0:
+                    lt = -w2 * bJ[b, 1, j] + w1 * bJ[b, 2, j]
+                elif i == 1:
+                    lt = w2 * bJ[b, 0, j] - w0 * bJ[b, 2, j]
+                else:
+                    lt = -w1 * bJ[b, 0, j] + w0 * bJ[b, 1, j]
+                if j == 0:
+                    rt = bJ[b, i, 1] * w2 - bJ[b, i, 2] * w1
+                elif j == 1:
+                    rt = -bJ[b, i, 0] * w2 + bJ[b, i, 2] * w0
+                else:
+                    rt = bJ[b, i, 0] * w1 - bJ[b, i, 1] * w0
+                bdJ[b, i, j] += lt - rt
+
+
 # ----------------------------------------------------------------------------------------
 # velocities and accelerations (SR-II)
 # ----------------------------------------------------------------------------------------
@@ -706,31 +754,28 @@ def _add_point_force_t(dfb, dnb, b, x, F, dx, dF):
 
 @njit(cache=True)
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
-                     dfb, dnb, dQj, kin=True):
+                     dfb, dnb, dQj, kin, bm, bg, bdm, bdg):
     """Tangent of :func:`_kernels.applied_forces` (the loads, not the potential).
 
-    ``kin`` False: the direction moves no position and no field (``dp = 0``, ``th = dr =
-    0``): the gravity loads' tangents vanish and are skipped."""
+    ``bm, bg``: the bodies' masses and centres of mass at this state; ``bdm, bdg`` their
+    tangents along this direction (:func:`body_inertias_t`).  ``kin`` False: the
+    direction moves no position and no field (``dp = 0``, ``th = dr = 0``): the gravity
+    loads' tangents vanish and are skipped."""
     nbod = ma.b_frame.shape[0]
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
     dQj[:] = 0.0
     _b3 = np.empty((20, 3))  # one allocation for the 3-vectors
-    _m3 = np.empty((2, 3, 3))
-    g = _b3[0]
-    JG = _m3[0]
-    dg = _b3[1]
-    dJG = _m3[1]
     F = _b3[2]
     dF = _b3[3]
     grav = ma.gravity
     for b in range(nbod if kin else 0):
-        m = K.body_inertia(ma, p, A, r, b, g, JG)
-        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        m = bm[b]
+        dm = bdm[b]
         for i in range(3):
             F[i] = m * grav[i]
             dF[i] = dm * grav[i]
-        _add_point_force_t(dfb, dnb, b, g, F, dg, dF)
+        _add_point_force_t(dfb, dnb, b, bg[b], F, bdg[b], dF)
     # the two points' kinematics in one buffer (point_kinematics_tb: no row views)
     Bp = np.empty((2, 6, 3))
     x1 = Bp[0, 0]
@@ -940,15 +985,15 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
 
 
 @njit(cache=True)
-def reference_points_t(ma, p, dp, A, r, th, dr, P, dP, bg, bJ):
-    """Tangent of :func:`_kernels.reference_points` (``bg, bJ``: the bodies' centres of
-    mass and inertias at this state, :func:`_kernels.body_inertia`)."""
+def reference_points_t(ma, dr, dP, bdg):
+    """Tangent of :func:`_kernels.reference_points` (``bdg``: the tangents of the bodies'
+    centres of mass, :func:`body_inertias_t`)."""
     nf = ma.fr_parent.shape[0]
-    dJG = np.empty((3, 3))
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
-            body_inertia_t(ma, p, dp, A, r, th, dr, b, bg[b], bJ[b], dP[f], dJG)
+            for i in range(3):
+                dP[f, i] = bdg[b, i]
         else:
             for i in range(3):
                 dP[f, i] = dr[f, i]
@@ -1162,15 +1207,16 @@ def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv
 
 @njit(cache=True)
 def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, dP, dbv, dV,
-                           dVd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs, dFs):
+                           dVd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ):
     """Tangent of :func:`_kernels.inverse_dynamics_com`: Newton-Euler at each centre of
     mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
     shift ``N_p += (P_c - P_p) x F_c``.
 
     ``bm, bg, bJ``: the bodies' masses, global centres of mass and centroidal inertias at
-    this state (:func:`_kernels.body_inertia`, computed once per state); ``kin`` False for
-    a direction that moves no position and no field (``dp = 0``, ``th = dr = 0``, so the
-    inertia tangents vanish and are skipped); ``Fs, dFs`` (nf x 6) are work arrays."""
+    this state (:func:`_kernels.body_inertia`, computed once per state), ``bdm, bdg,
+    bdJ`` their tangents along this direction (:func:`body_inertias_t`); ``kin`` False
+    for a direction that moves no position and no field (``dp = 0``, ``th = dr = 0``, so
+    the inertia tangents vanish and are not read); ``Fs, dFs`` (nf x 6) are work arrays."""
     nf = ma.fr_parent.shape[0]
     Fs[:, :] = 0.0
     dFs[:, :] = 0.0
@@ -1192,7 +1238,11 @@ def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, d
         g = bg[b]
         JG = bJ[b]
         if kin:
-            dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+            dm = bdm[b]
+            for i in range(3):
+                dg[i] = bdg[b, i]
+                for j in range(3):
+                    dJG[i, j] = bdJ[b, i, j]
         else:
             dm = 0.0
         w = V[f, 3:6]
