@@ -522,6 +522,15 @@ def vector_kinematics_b(ma, A, Z, Zd, k, B, s):
     B[s, 2, 2] = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
 
 
+@njit(cache=True, inline="always")
+def _same_points(c_type, c_i, k):
+    """Row ``k`` is a point-coincidence component of the same two points as row ``k - 1``
+    (the rows of one spherical/revolute cut joint): the point kinematics computed for row
+    ``k - 1`` are reused as they are."""
+    return (k > 0 and c_type[k - 1] == C_PTCOMP and c_i[k - 1, 0] == c_i[k, 0]
+            and c_i[k - 1, 1] == c_i[k, 1])
+
+
 @njit(cache=True)
 def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     """Closure constraints at position (level 0), velocity (1) or acceleration (2) level.
@@ -538,8 +547,9 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     for k in range(nc):
         typ = c_type[k]
         if typ == C_PTCOMP:
-            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 0], B, 0)
-            point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 1], B, 1)
+            if not _same_points(c_type, c_i, k):
+                point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 0], B, 0)
+                point_kinematics_b(ma, p, A, r, Z, Zd, c_i[k, 1], B, 1)
             j = c_i[k, 2]
             if level == 0:
                 out[k] = B[0, 0, j] - B[1, 0, j]
@@ -622,8 +632,9 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
         typ = ma.c_type[k]
         ci = ma.c_i[k]
         if typ == C_PTCOMP:
-            point_jacobian(ma, p, A, r, bcol, ci[0], J1)
-            point_jacobian(ma, p, A, r, bcol, ci[1], J2)
+            if not _same_points(ma.c_type, ma.c_i, k):
+                point_jacobian(ma, p, A, r, bcol, ci[0], J1)
+                point_jacobian(ma, p, A, r, bcol, ci[1], J2)
             j = ci[2]
             for c in range(n):
                 Jc[k, c] = J1[j, c] - J2[j, c]

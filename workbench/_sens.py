@@ -268,13 +268,22 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu, j0, dZall,
         typ = c_type[k]
         muk = mu[k]
         if typ == C_PTCOMP:
+            if K._same_points(c_type, c_i, k):
+                continue                  # added with the first row of its joint
+            # the rows k .. ke-1 are components of the same two points (one cut joint):
+            # their kinematics once, the contributions added row by row for each j (the
+            # same additions in the same order as one row at a time)
+            ke = k + 1
+            while ke < m and K._same_points(c_type, c_i, ke):
+                ke += 1
             fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 0], X, 0)
             fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 1)
-            c = c_i[k, 2]
             for j in range(j0, d):
                 _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
                 _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
-                sub[j] += muk * (W[0, 1, c] - W[1, 1, c])
+                for kk in range(k, ke):
+                    c = c_i[kk, 2]
+                    sub[j] += mu[kk] * (W[0, 1, c] - W[1, 1, c])
         elif typ == C_DOTVV:
             fa = _vector_pos_t(ma, A, th, c_i[k, 0], X, 0)
             fb = _vector_pos_t(ma, A, th, c_i[k, 1], X, 1)

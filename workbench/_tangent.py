@@ -625,8 +625,9 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
     for k in range(nc):
         typ = c_type[k]
         if typ == C_PTCOMP:
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
+            if not K._same_points(c_type, c_i, k):
+                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
+                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
             j = c_i[k, 2]
             if level == 0:
                 out[k] = B[0, 3, j] - B[1, 3, j]
@@ -752,6 +753,22 @@ def _add_point_force_t(dfb, dnb, b, x, F, dx, dF):
     _cxadd(x, dF, dnb[b], 1.0)
 
 
+@njit(cache=True, inline="always")
+def _add_point_force_ts(dfb, dnb, b, x0, x1, x2, F0, F1, F2, dx0, dx1, dx2, dF0, dF1, dF2):
+    """:func:`_add_point_force_t` on scalars (the same operations, no row views)."""
+    if b < 0:
+        return
+    dfb[b, 0] += dF0
+    dfb[b, 1] += dF1
+    dfb[b, 2] += dF2
+    dnb[b, 0] += 1.0 * (dx1 * F2 - dx2 * F1)
+    dnb[b, 1] += 1.0 * (dx2 * F0 - dx0 * F2)
+    dnb[b, 2] += 1.0 * (dx0 * F1 - dx1 * F0)
+    dnb[b, 0] += 1.0 * (x1 * dF2 - x2 * dF1)
+    dnb[b, 1] += 1.0 * (x2 * dF0 - x0 * dF2)
+    dnb[b, 2] += 1.0 * (x0 * dF1 - x1 * dF0)
+
+
 @njit(cache=True)
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                      dfb, dnb, dQj, kin, bm, bg, bdm, bdg):
@@ -769,27 +786,16 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     F = _b3[2]
     dF = _b3[3]
     grav = ma.gravity
+    gr0, gr1, gr2 = grav[0], grav[1], grav[2]
     for b in range(nbod if kin else 0):
         m = bm[b]
         dm = bdm[b]
-        for i in range(3):
-            F[i] = m * grav[i]
-            dF[i] = dm * grav[i]
-        _add_point_force_t(dfb, dnb, b, bg[b], F, bdg[b], dF)
-    # the two points' kinematics in one buffer (point_kinematics_tb: no row views)
+        _add_point_force_ts(dfb, dnb, b, bg[b, 0], bg[b, 1], bg[b, 2],
+                            m * gr0, m * gr1, m * gr2, bdg[b, 0], bdg[b, 1], bdg[b, 2],
+                            dm * gr0, dm * gr1, dm * gr2)
+    # the two points' kinematics in one buffer (point_kinematics_tb: no row views):
+    # Bp[s] rows x, v, a, dx, dv, da of point s; _b3 rows 16-19: d, dd, td, tdd
     Bp = np.empty((2, 6, 3))
-    x1 = Bp[0, 0]
-    v1 = Bp[0, 1]
-    dx1 = Bp[0, 3]
-    dv1 = Bp[0, 4]
-    x2 = Bp[1, 0]
-    v2 = Bp[1, 1]
-    dx2 = Bp[1, 3]
-    dv2 = Bp[1, 4]
-    d = _b3[16]
-    dd = _b3[17]
-    td = _b3[18]
-    tdd = _b3[19]
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -797,19 +803,19 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
         L = 0.0
         for i in range(3):
-            d[i] = x2[i] - x1[i]
-            dd[i] = v2[i] - v1[i]
-            td[i] = dx2[i] - dx1[i]
-            tdd[i] = dv2[i] - dv1[i]
-            L += d[i] * d[i]
+            _b3[16, i] = Bp[1, 0, i] - Bp[0, 0, i]
+            _b3[17, i] = Bp[1, 1, i] - Bp[0, 1, i]
+            _b3[18, i] = Bp[1, 3, i] - Bp[0, 3, i]
+            _b3[19, i] = Bp[1, 4, i] - Bp[0, 4, i]
+            L += _b3[16, i] * _b3[16, i]
         L = np.sqrt(L)
         Ld = 0.0
         dL = 0.0
         dLd = 0.0
         for i in range(3):
-            Ld += d[i] * dd[i]
-            dL += d[i] * td[i]
-            dLd += td[i] * dd[i] + d[i] * tdd[i]
+            Ld += _b3[16, i] * _b3[17, i]
+            dL += _b3[16, i] * _b3[18, i]
+            dLd += _b3[18, i] * _b3[17, i] + _b3[16, i] * _b3[19, i]
         Ld /= L
         dL /= L
         dLd = dLd / L - Ld * dL / L
@@ -819,13 +825,14 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
         T = k * (L - L0) + c * Ld
         dT = dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld + c * dLd
         for i in range(3):
-            F[i] = T * d[i] / L
-            dF[i] = (dT * d[i] + T * td[i]) / L - T * d[i] * dL / (L * L)
-        _add_point_force_t(dfb, dnb, ma.pt_body[k1], x1, F, dx1, dF)
-        for i in range(3):
-            F[i] = -F[i]
-            dF[i] = -dF[i]
-        _add_point_force_t(dfb, dnb, ma.pt_body[k2], x2, F, dx2, dF)
+            _b3[2, i] = T * _b3[16, i] / L
+            _b3[3, i] = (dT * _b3[16, i] + T * _b3[18, i]) / L - T * _b3[16, i] * dL / (L * L)
+        _add_point_force_ts(dfb, dnb, ma.pt_body[k1], Bp[0, 0, 0], Bp[0, 0, 1], Bp[0, 0, 2],
+                            _b3[2, 0], _b3[2, 1], _b3[2, 2], Bp[0, 3, 0], Bp[0, 3, 1],
+                            Bp[0, 3, 2], _b3[3, 0], _b3[3, 1], _b3[3, 2])
+        _add_point_force_ts(dfb, dnb, ma.pt_body[k2], Bp[1, 0, 0], Bp[1, 0, 1], Bp[1, 0, 2],
+                            -_b3[2, 0], -_b3[2, 1], -_b3[2, 2], Bp[1, 3, 0], Bp[1, 3, 1],
+                            Bp[1, 3, 2], -_b3[3, 0], -_b3[3, 1], -_b3[3, 2])
     for s in range(ma.js_coord.shape[0]):
         c_ = ma.js_coord[s]
         k = p[ma.js_k[s]]
@@ -838,6 +845,8 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
             f, fd, fdd = K.time_function(ma, ma.af_tf[s], t)
             dvec = ma.af_dir[s]
             k1 = ma.af_idx[s]
+            x1 = _b3[4]
+            dx1 = _b3[5]
             K.point_position(ma, p, A, r, k1, x1)
             point_position_t(ma, p, dp, A, r, th, dr, k1, x1, dx1)
             b = ma.pt_body[k1]
@@ -1216,60 +1225,72 @@ def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, d
     this state (:func:`_kernels.body_inertia`, computed once per state), ``bdm, bdg,
     bdJ`` their tangents along this direction (:func:`body_inertias_t`); ``kin`` False
     for a direction that moves no position and no field (``dp = 0``, ``th = dr = 0``, so
-    the inertia tangents vanish and are not read); ``Fs, dFs`` (nf x 6) are work arrays."""
+    the inertia tangents vanish: ``bdm, bdg, bdJ`` are not read); ``Fs, dFs`` (nf x 6) are
+    work arrays.  Scalar indexing throughout (no row views: each view is an atomic
+    reference-count pair), the operations of the vector form in the same order."""
     nf = ma.fr_parent.shape[0]
     Fs[:, :] = 0.0
     dFs[:, :] = 0.0
-    _b3 = np.empty((6, 3))  # one allocation for the 3-vectors
-    dg = _b3[1]
-    dJG = np.empty((3, 3))
-    Jw = _b3[2]
-    dJw = _b3[3]
-    t1 = _b3[4]
-    dt1 = _b3[5]
-    if not kin:
-        dg[:] = 0.0
-        dJG[:, :] = 0.0
+    wk = np.empty((3, 3))       # Jw, dJw, dg
+    dJG = np.zeros((3, 3))
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
             continue
         m = bm[b]
-        g = bg[b]
-        JG = bJ[b]
         if kin:
             dm = bdm[b]
             for i in range(3):
-                dg[i] = bdg[b, i]
+                wk[2, i] = bdg[b, i]
                 for j in range(3):
                     dJG[i, j] = bdJ[b, i, j]
         else:
             dm = 0.0
-        w = V[f, 3:6]
-        dw = dV[f, 3:6]
-        wd = Vd[f, 3:6]
-        dwd = dVd[f, 3:6]
+            for i in range(3):
+                wk[2, i] = 0.0
         for i in range(3):
             Fs[f, i] = m * Vd[f, i] - fb[b, i]
             dFs[f, i] = dm * Vd[f, i] + m * dVd[f, i] - dfb[b, i]
         for i in range(3):
-            Jw[i] = 0.0
-            dJw[i] = 0.0
+            jw = 0.0
+            djw = 0.0
             Fs[f, 3 + i] = -nb_[b, i]
             dFs[f, 3 + i] = -dnb[b, i]
             for j in range(3):
-                Jw[i] += JG[i, j] * w[j]
-                dJw[i] += dJG[i, j] * w[j] + JG[i, j] * dw[j]
-                Fs[f, 3 + i] += JG[i, j] * wd[j]
-                dFs[f, 3 + i] += dJG[i, j] * wd[j] + JG[i, j] * dwd[j]
-        N = Fs[f, 3:6]
-        dN = dFs[f, 3:6]
-        _cxadd(w, Jw, N, 1.0)
-        _cxadd(dw, Jw, dN, 1.0)
-        _cxadd(w, dJw, dN, 1.0)
-        _cxadd(g, fb[b], N, 1.0)
-        _cxadd(dg, fb[b], dN, 1.0)
-        _cxadd(g, dfb[b], dN, 1.0)
+                jw += bJ[b, i, j] * V[f, 3 + j]
+                djw += dJG[i, j] * V[f, 3 + j] + bJ[b, i, j] * dV[f, 3 + j]
+                Fs[f, 3 + i] += bJ[b, i, j] * Vd[f, 3 + j]
+                dFs[f, 3 + i] += dJG[i, j] * Vd[f, 3 + j] + bJ[b, i, j] * dVd[f, 3 + j]
+            wk[0, i] = jw
+            wk[1, i] = djw
+        w0, w1, w2 = V[f, 3], V[f, 4], V[f, 5]
+        dw0, dw1, dw2 = dV[f, 3], dV[f, 4], dV[f, 5]
+        j0, j1, j2 = wk[0, 0], wk[0, 1], wk[0, 2]
+        k0, k1, k2 = wk[1, 0], wk[1, 1], wk[1, 2]
+        g0, g1, g2 = bg[b, 0], bg[b, 1], bg[b, 2]
+        e0, e1, e2 = wk[2, 0], wk[2, 1], wk[2, 2]
+        f0, f1, f2 = fb[b, 0], fb[b, 1], fb[b, 2]
+        h0, h1, h2 = dfb[b, 0], dfb[b, 1], dfb[b, 2]
+        # N += w x Jw;  dN += dw x Jw + w x dJw
+        Fs[f, 3] += 1.0 * (w1 * j2 - w2 * j1)
+        Fs[f, 4] += 1.0 * (w2 * j0 - w0 * j2)
+        Fs[f, 5] += 1.0 * (w0 * j1 - w1 * j0)
+        dFs[f, 3] += 1.0 * (dw1 * j2 - dw2 * j1)
+        dFs[f, 4] += 1.0 * (dw2 * j0 - dw0 * j2)
+        dFs[f, 5] += 1.0 * (dw0 * j1 - dw1 * j0)
+        dFs[f, 3] += 1.0 * (w1 * k2 - w2 * k1)
+        dFs[f, 4] += 1.0 * (w2 * k0 - w0 * k2)
+        dFs[f, 5] += 1.0 * (w0 * k1 - w1 * k0)
+        # N += g x f;  dN += dg x f + g x df
+        Fs[f, 3] += 1.0 * (g1 * f2 - g2 * f1)
+        Fs[f, 4] += 1.0 * (g2 * f0 - g0 * f2)
+        Fs[f, 5] += 1.0 * (g0 * f1 - g1 * f0)
+        dFs[f, 3] += 1.0 * (e1 * f2 - e2 * f1)
+        dFs[f, 4] += 1.0 * (e2 * f0 - e0 * f2)
+        dFs[f, 5] += 1.0 * (e0 * f1 - e1 * f0)
+        dFs[f, 3] += 1.0 * (g1 * h2 - g2 * h1)
+        dFs[f, 4] += 1.0 * (g2 * h0 - g0 * h2)
+        dFs[f, 5] += 1.0 * (g0 * h1 - g1 * h0)
     for f in range(nf - 1, -1, -1):
         par = ma.fr_parent[f]
         c = ma.fr_coord[f]
@@ -1279,14 +1300,24 @@ def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, d
                 s += dbv[f, i] * Fs[f, i] + bv[f, i] * dFs[f, i]
             dtau[c] = s - dQj[c]
         if par >= 0:
-            for i in range(3):
-                t1[i] = P[f, i] - P[par, i]
-                dt1[i] = dP[f, i] - dP[par, i]
-            Ff = Fs[f, 0:3]
-            dFf = dFs[f, 0:3]
+            t0 = P[f, 0] - P[par, 0]
+            t1 = P[f, 1] - P[par, 1]
+            t2 = P[f, 2] - P[par, 2]
+            u0 = dP[f, 0] - dP[par, 0]
+            u1 = dP[f, 1] - dP[par, 1]
+            u2 = dP[f, 2] - dP[par, 2]
+            F0, F1, F2 = Fs[f, 0], Fs[f, 1], Fs[f, 2]
+            D0, D1, D2 = dFs[f, 0], dFs[f, 1], dFs[f, 2]
             for i in range(6):
                 Fs[par, i] += Fs[f, i]
                 dFs[par, i] += dFs[f, i]
-            _cxadd(t1, Ff, Fs[par, 3:6], 1.0)
-            _cxadd(dt1, Ff, dFs[par, 3:6], 1.0)
-            _cxadd(t1, dFf, dFs[par, 3:6], 1.0)
+            # N_par += (P_f - P_par) x F_f and its tangent
+            Fs[par, 3] += 1.0 * (t1 * F2 - t2 * F1)
+            Fs[par, 4] += 1.0 * (t2 * F0 - t0 * F2)
+            Fs[par, 5] += 1.0 * (t0 * F1 - t1 * F0)
+            dFs[par, 3] += 1.0 * (u1 * F2 - u2 * F1)
+            dFs[par, 4] += 1.0 * (u2 * F0 - u0 * F2)
+            dFs[par, 5] += 1.0 * (u0 * F1 - u1 * F0)
+            dFs[par, 3] += 1.0 * (t1 * D2 - t2 * D1)
+            dFs[par, 4] += 1.0 * (t2 * D0 - t0 * D2)
+            dFs[par, 5] += 1.0 * (t0 * D1 - t1 * D0)
