@@ -82,34 +82,33 @@ def qr_factor(A, V, beta, Rm, rtol):
     if scale == 0.0:
         scale = 1.0
     bad = -1
+    # rows indexed in place (W[k, i], V[k, i]): a row view per column costs an atomic
+    # reference-count pair
     for k in range(n):
-        wk = W[k]
-        vk = V[k]
         nrm = 0.0
         for i in range(k, mr):
-            nrm += wk[i] * wk[i]
+            nrm += W[k, i] * W[k, i]
         nrm = np.sqrt(nrm)
-        alpha = -nrm if wk[k] >= 0.0 else nrm
+        alpha = -nrm if W[k, k] >= 0.0 else nrm
         for i in range(k):
-            vk[i] = 0.0
+            V[k, i] = 0.0
         vn = 0.0
         for i in range(k, mr):
-            vk[i] = wk[i]
-        vk[k] -= alpha
+            V[k, i] = W[k, i]
+        V[k, k] -= alpha
         for i in range(k, mr):
-            vn += vk[i] * vk[i]
+            vn += V[k, i] * V[k, i]
         beta[k] = 2.0 / vn if vn > 0.0 else 0.0
         bk = beta[k]
         for j in range(k, n):
-            wj = W[j]
             s = 0.0
             for i in range(k, mr):
-                s += vk[i] * wj[i]
+                s += V[k, i] * W[j, i]
             s *= bk
             if s != 0.0:
                 for i in range(k, mr):
-                    wj[i] -= s * vk[i]
-        if abs(wk[k]) <= rtol * scale and bad < 0:
+                    W[j, i] -= s * V[k, i]
+        if abs(W[k, k]) <= rtol * scale and bad < 0:
             bad = k
     for i in range(n):
         for j in range(n):
@@ -124,13 +123,12 @@ def qr_solve(V, beta, Rm, b, x):
     n = Rm.shape[0]
     y = b.copy()
     for k in range(n):
-        vk = V[k]
         s = 0.0
         for i in range(k, mr):
-            s += vk[i] * y[i]
+            s += V[k, i] * y[i]
         s *= beta[k]
         for i in range(k, mr):
-            y[i] -= s * vk[i]
+            y[i] -= s * V[k, i]
     for i in range(n - 1, -1, -1):
         s = y[i]
         for j in range(i + 1, n):
