@@ -603,7 +603,8 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                            dnb, dQj, kin, bm, bg, bdm, bdg)
         if form == MR.FORM_ORIGIN:
             T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
-                                        dZ, dZd, dfb, dnb, dQj, dtau)
+                                        dZ, dZd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, bdm,
+                                        bdg, bdJ)
         else:
             if is_v:
                 # a velocity direction moves no reference point and no column
@@ -927,6 +928,24 @@ def measure_history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
             return st, k
         measures(ma, p, ws[0], ws[1], ws[4], ws[5], ZZ[k], zd, zdd, ms_type, ms_a, ms_c, MV[k])
     return MR.OK, N
+
+
+@njit(cache=True)
+def measures_stored(ma, p, ZZ, ZD, ZDD, ms_type, ms_a, ms_c, MV):
+    """Measures along a stored trajectory from its full coordinates, rates and
+    accelerations (``MV[n]``): the frame kinematics only, no position, velocity or
+    acceleration problem (those were solved by the simulation that stored the rows;
+    :func:`measure_history` re-solves them from the independent coordinates)."""
+    N = ZZ.shape[0]
+    n = ZZ.shape[1]
+    ws = MR.make_workspace(ma, n)
+    A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
+    for k in range(N):
+        K.frame_positions(ma, p, ZZ[k], A, r, u)
+        K.joint_columns(ma, r, u, bcol)
+        K.frame_velocities(ma, ZD[k], bcol, Z)
+        K.frame_accelerations(ma, ZD[k], ZDD[k], r, u, bcol, Z, Zd)
+        measures(ma, p, A, r, Z, Zd, ZZ[k], ZD[k], ZDD[k], ms_type, ms_a, ms_c, MV[k])
 
 
 @njit(cache=True)

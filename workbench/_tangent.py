@@ -122,49 +122,12 @@ def point_position_t(ma, p, dp, A, r, th, dr, k, x, dx):
 
 
 @njit(cache=True)
-def body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG):
-    """Tangent of :func:`_kernels.body_inertia`: returns ``dm``; fills ``dg`` and
-    ``dJG = [th]x JG - JG [th]x + A dJ_local A^T``."""
-    dm = dp[ma.b_mass[b]]
-    body_point_t(ma, p, dp, A, r, th, dr, b, ma.b_com[b], g, dg)
-    f = ma.b_frame[b]
-    k = ma.b_inr[b]
-    J00, J11, J22 = dp[k], dp[k + 1], dp[k + 2]
-    J01, J02, J12 = dp[k + 3], dp[k + 4], dp[k + 5]
-    for i in range(3):
-        a0 = A[f, i, 0] * J00 + A[f, i, 1] * J01 + A[f, i, 2] * J02
-        a1 = A[f, i, 0] * J01 + A[f, i, 1] * J11 + A[f, i, 2] * J12
-        a2 = A[f, i, 0] * J02 + A[f, i, 1] * J12 + A[f, i, 2] * J22
-        for j in range(3):
-            dJG[i, j] = a0 * A[f, j, 0] + a1 * A[f, j, 1] + a2 * A[f, j, 2]
-    w0, w1, w2 = th[f, 0], th[f, 1], th[f, 2]
-    # [w]x JG - JG [w]x
-    for i in range(3):
-        for j in range(3):
-            # ([w]x JG)_ij = sum_k W_ik JG_kj ; W = [[0,-w2,w1],[w2,0,-w0],[-w1,w0,0]]
-            if i == 0:
-                l = -w2 * JG[1, j] + w1 * JG[2, j]
-            elif i == 1:
-                l = w2 * JG[0, j] - w0 * JG[2, j]
-            else:
-                l = -w1 * JG[0, j] + w0 * JG[1, j]
-            # (JG [w]x)_ij = sum_k JG_ik W_kj
-            if j == 0:
-                rr = JG[i, 1] * w2 - JG[i, 2] * w1
-            elif j == 1:
-                rr = -JG[i, 0] * w2 + JG[i, 2] * w0
-            else:
-                rr = JG[i, 0] * w1 - JG[i, 1] * w0
-            dJG[i, j] += l - rr
-    return dm
-
-
-@njit(cache=True)
 def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ):
-    """:func:`body_inertia_t` of every body in one pass (``bg, bJ``: the bodies' centres
-    of mass and inertias at this state): ``bdm[b]``, ``bdg[b]``, ``bdJ[b]``, computed once
-    per direction and shared by the gravity loads, the reference points and the inverse
-    dynamics.  The same operations as :func:`body_inertia_t` on scalars (no row views)."""
+    """Tangent of :func:`_kernels.body_inertia` for every body (``bg, bJ``: the bodies'
+    centres of mass and inertias at this state): ``bdm[b] = dm``, ``bdg[b] = dg`` (the
+    centre of mass as a body point, :func:`body_point_t`) and ``bdJ[b] = [th]x JG - JG
+    [th]x + A dJ_local A^T``; computed once per direction and shared by the gravity loads,
+    the reference points and both inverse dynamics."""
     for b in range(ma.b_frame.shape[0]):
         f = ma.b_frame[b]
         o = ma.b_org[b]
@@ -898,12 +861,15 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
 
 @njit(cache=True)
 def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db, dZ,
-                              dZd, dfb, dnb, dQj, dtau):
+                              dZd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, bdm, bdg, bdJ):
     """Tangent of :func:`_kernels.inverse_dynamics_origin`.
 
     Body residual at the origin with ``Zd = [a; al]``, ``Z = [v; w]`` (notes §2.3):
     ``F = m (a - g x al) + m w x (w x g) - f``,
     ``N = m g x a + J_G al - m g x (g x al) + w x (J_G w - m g x (g x w)) - n_O``.
+    ``bm, bg, bJ``: the bodies' masses, centres of mass and inertias at this state,
+    ``bdm, bdg, bdJ`` their tangents (:func:`body_inertias_t`; not read when ``kin`` is
+    False: a direction that moves no position and no field).
     """
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
@@ -922,8 +888,14 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
         b = ma.fr_body[f]
         if b < 0:
             continue
-        m = K.body_inertia(ma, p, A, r, b, g, JG)
-        dm = body_inertia_t(ma, p, dp, A, r, th, dr, b, g, JG, dg, dJG)
+        m = bm[b]
+        dm = bdm[b] if kin else 0.0
+        for i in range(3):
+            g[i] = bg[b, i]
+            dg[i] = bdg[b, i] if kin else 0.0
+            for j in range(3):
+                JG[i, j] = bJ[b, i, j]
+                dJG[i, j] = bdJ[b, i, j] if kin else 0.0
         a = Zd[f, 0:3]
         al = Zd[f, 3:6]
         da = dZd[f, 0:3]

@@ -396,8 +396,14 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         grad = running[-1].copy()
     else:
         MV = np.zeros((N, nm))
-        st, k = measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c, MV)
-        _raise(cm, st, sim, k)
+        if formulation == "global":
+            st, k = measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c,
+                                    MV)
+            _raise(cm, st, sim, k)
+        else:
+            # the simulation stored the full rates and accelerations: frame kinematics only
+            S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a,
+                              co.ms_c, MV)
         g, GM = co.integrand_partials(MV)
         C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
         GRAD = np.zeros((npar, no))
@@ -481,9 +487,8 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
                    NEWTON_MAXIT, resume=res, kofs=k0)
         _check_plain_steps(cm, sim, offset=k0)
         MV = np.zeros((len(sim.t), nm))
-        st, k = S.measure_history(ma, ma.p, form, sim.t, sim.z, sim.zi, sim.zdi, sim.zddi,
-                                  co.ms_type, co.ms_a, co.ms_c, MV)
-        _raise(cm, st, sim, k)
+        S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a, co.ms_c,
+                          MV)
         return sim, MV
 
     t0 = _time.perf_counter()
