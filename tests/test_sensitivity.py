@@ -320,7 +320,8 @@ def test_resumed_segment_reproduces_the_stored_rows_bit_for_bit():
     k = 137
     part = _run(cm, "sr-com", formulation_code("sr-com"), 0.0, 1e-3, 300 - k, full.zi[k],
                 full.zdi[k], full.z[k],
-                resume=(full.zddi[k], np.stack([full.zddi[k - 1], full.zddi[k - 2]]), 2),
+                resume=(full.zddi[k], np.stack([full.zddi[k - 1], full.zddi[k - 2],
+                                                full.zddi[k - 3]]), 3),
                 kofs=k)
     for name in ("t", "z", "zd", "zdd", "zi", "zdi", "zddi"):
         np.testing.assert_array_equal(getattr(part, name), getattr(full, name)[k:], name)

@@ -510,14 +510,14 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         w = weights(k0, kend)
         psi += w @ g[:kend - k0]
         C0 -= np.einsum("n,ntk->tk", w, GM[:kend - k0]) * co.relative[:, None]
-        # the predictor state at the checkpoint row: the two previous rows' accelerations
-        hist = np.concatenate([hist, sim.zddi[1:]])[-3:]
+        # the predictor state at the checkpoint row: the three previous rows' accelerations
+        hist = np.concatenate([hist, sim.zddi[1:]])[-4:]
         k1 = bounds[s + 1]
-        prev = np.zeros((2, cm.d))
-        for i in range(min(k1, 2)):
+        prev = np.zeros((3, cm.d))
+        for i in range(min(k1, 3)):
             prev[i] = hist[-2 - i]
         ck = (sim.zi[-1].copy(), sim.zdi[-1].copy(), sim.z[-1].copy(),
-              (sim.zddi[-1].copy(), prev, min(k1, 2)))
+              (sim.zddi[-1].copy(), prev, min(k1, 3)))
         last = (sim, MV)
     t_fwd = _time.perf_counter() - t0
     t1 = _time.perf_counter()

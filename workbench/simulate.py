@@ -276,8 +276,8 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
     """Integrate ``nsteps`` steps from ``(zi0, zdi0)`` (position guess ``z0``).
 
     ``resume = (a, aprev, nplain)`` continues a stored trajectory from one of its rows (the
-    row's acceleration, the two previous rows' (2 x d) and how many of those were reached
-    by plain steps, at most 2): the rows are
+    row's acceleration, the three previous rows' (3 x d) and how many of those were
+    reached by plain steps, at most 3): the rows are
     reproduced bit for bit (used by the checkpointed adjoint); ``kofs`` is then the index of
     the starting row in the whole run (``t0`` stays the start time of the whole run)."""
     n, d = cm.n, cm.d
@@ -292,11 +292,11 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
     if formulation == "global":
         return _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit)
     if resume is None:
-        res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((2, d)), 0
+        res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
     else:
         res_flag = True
         a_init = np.ascontiguousarray(resume[0], dtype=float)
-        aprev = np.ascontiguousarray(np.reshape(resume[1], (2, d)), dtype=float)
+        aprev = np.ascontiguousarray(np.reshape(resume[1], (3, d)), dtype=float)
         nplain = int(resume[2])
     start = _time.perf_counter()
     st, step, t, value, bad = MR.integrate_trapezoidal(
