@@ -410,7 +410,8 @@ def make_step_workspace(ma, n, npar, nm):
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
     rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
-    bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)))   # bdm, bdg, bdJ
+    bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
+          np.zeros(d, dtype=np.int64))      # zskip: DOF whose position column is zero
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
@@ -448,7 +449,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     nm = ms_type.shape[0]
     ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
     dZall, Xb, Wb, subv = rt
-    bdm, bdg, bdJ = bt
+    bdm, bdg, bdJ, zskip = bt
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
@@ -500,6 +501,15 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     nloop = ncol + d if acc_meas else ncol
     for col in range(nloop):
         # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol), A (ncol <= col)
+        if col < d and zskip[col] != 0:
+            # the position of a cyclic DOF (sensitivity.cyclic_dofs, e.g. a wheel spin
+            # angle): nothing the residual or the measures read moves, dTheta = 0
+            for k in range(d):
+                Jr[k, col] = 0.0
+                Sdr[k, col] = 0.0
+            for k in range(nm):
+                Jm[k, col] = 0.0
+            continue
         has_p = 2 * d <= col < ncol
         is_v = d <= col < 2 * d
         is_a = col >= ncol
@@ -647,7 +657,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
 
 
 @njit(cache=True)
-def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, ms_a, ms_c, SZ0, SV0,
+def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps).
 
@@ -663,6 +673,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, 
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
     sw = make_step_workspace(ma, nz, npar, nm)
+    sw[11][3][:] = zskip
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)
@@ -712,7 +723,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, 
 
 
 @njit(cache=True)
-def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, ms_type, ms_a, ms_c,
+def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms_type, ms_a, ms_c,
                   SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
@@ -739,6 +750,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
     sw = make_step_workspace(ma, nz, npar, nm)
+    sw[11][3][:] = zskip
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)

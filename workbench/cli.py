@@ -617,7 +617,10 @@ def _cmd_reproduce(args) -> int:
         print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s, real-time factor "
-              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f}; global: "
+              f"(dynamics + adjoint gradient) {tm['real_time_factor']:.2f} (median of "
+              f"{len(tm['real_time_factor_repeats'])} repetitions "
+              f"{tm['real_time_factor_median']:.2f}, best {tm['real_time_factor_best']:.2f}); "
+              "global: "
               f"simulation {tm['simulation_global_s']:.2f} s, direct "
               f"{tm['direct_global_s']:.2f} s, adjoint {tm['adjoint_global_s']:.2f} s")
     return 0

@@ -439,13 +439,14 @@ def sweeps(cm, sim):
     ga = global_model(cm)[0]
     Qh, AREF = _natural(sim)
 
-    # the semi-recursive sweeps also take (pkin, pskip) after Gm (kinematic / reverse-mode
-    # parameter masks) and the adjoint a segment (row0, nglob, carry) for checkpointing;
-    # the global sweeps compute every parameter column forward over the whole trajectory
-    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, *rest):
+    # the semi-recursive sweeps also take (pkin, pskip, zskip) after Gm (kinematic /
+    # reverse-mode parameter masks, cyclic DOF) and the adjoint a segment (row0, nglob,
+    # carry) for checkpointing; the global sweeps compute every column forward over the
+    # whole trajectory
+    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, *rest):
         return GS.direct_sweep_g(ga, ma, p, AREF, h, TT, Qh, ZI, ZDI, AA, Gm, *rest)
 
-    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, *rest):
+    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, *rest):
         *rest, row0, nglob, carry = rest
         if row0 != 0 or nglob != TT.shape[0]:
             raise ValueError("the global formulation has no checkpointed adjoint")

@@ -65,7 +65,8 @@ import numpy as np
 
 from . import _matrixr as MR
 from . import _sens as S
-from ._arrays import C_DIST
+from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
+                      REVOLUTE)
 from .compiled import CompiledModel
 from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
@@ -170,6 +171,105 @@ def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
             kin[ma.c_fld[k]] = True
     return np.array([1 if np.any(Gm[kin, j] != 0.0) else 0 for j in range(Gm.shape[1])],
                     dtype=np.int64)
+
+
+def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
+    """``1`` for each degree of freedom whose *position* the step residual and the
+    measures of ``co`` do not depend on (a wheel spin angle), else ``0``.
+
+    Such a coordinate is the angle ``q`` of a revolute joint whose child is a leaf of the
+    tree (no frame below it) carrying one body that is axisymmetric about the joint axis:
+    inertia ``J a = lambda a`` with ``mu (I - a a^T)`` across it, centre of mass on the
+    axis; every point of the body used by a spring, tire, constraint, load, point DOF or
+    measure lies on the axis and every vector used is parallel to it; no joint spring and
+    no drive on ``q``, no load or body-frame angular-velocity measure on the body, no
+    measure of ``q`` itself, and only coordinate DOFs.  Rotating the body about its axis
+    then moves nothing the equations read, so the position column of the step Jacobians
+    (``dr/dz^i``, ``dm/dz^i``, the ``dR^T tau`` term) is zero in exact arithmetic and
+    :func:`_sens.step_jacobians` skips it (the velocity column is computed: the spin
+    rate enters gyroscopic terms and tire slip)."""
+    ma = cm.arrays
+    p = np.asarray(ma.p)
+    d = cm.d
+    out = np.zeros(d, dtype=np.int64)
+    dof_type = np.asarray(ma.dof_type)
+    if d == 0 or np.any(dof_type != DOF_COORD):
+        return out
+    fr_parent = np.asarray(ma.fr_parent)
+    used_pts, used_vcs = set(), set()
+    c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
+    drive_coords = set()
+    for k, t in enumerate(c_type):
+        if t in (C_PTCOMP, C_DIST):
+            used_pts.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVV:
+            used_vcs.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVP:
+            used_vcs.add(int(c_i[k, 0]))
+            used_pts.update((int(c_i[k, 1]), int(c_i[k, 2])))
+        elif t == C_DRIVE:
+            drive_coords.add(int(c_i[k, 0]))
+    used_pts.update(int(k) for k in np.asarray(ma.sp_pt).ravel())
+    used_pts.update(int(k) for k in np.asarray(ma.ty_pt))
+    used_vcs.update(int(k) for k in np.asarray(ma.ty_vc))
+    load_bodies = set()
+    for s_, t in enumerate(np.asarray(ma.af_type)):
+        k = int(ma.af_idx[s_])
+        load_bodies.add(int(ma.pt_body[k]) if t == AF_FORCE else k)
+    angvel_body_bodies, coord_measured = set(), set()
+    for t, a in zip(np.asarray(co.ms_type), np.asarray(co.ms_a)):
+        if t <= S.MS_ACC:
+            used_pts.add(int(a))
+        elif t == S.MS_ANGVEL_BODY:
+            angvel_body_bodies.add(int(a))
+        elif t == S.MS_COORD:
+            coord_measured.add(int(a))
+    spring_coords = set(int(c) for c in np.asarray(ma.js_coord))
+    pt_body, pt_fld = np.asarray(ma.pt_body), np.asarray(ma.pt_fld)
+    vc_body, vc_val = np.asarray(ma.vc_body), np.asarray(ma.vc_val)
+    for col in range(d):
+        c = int(ma.dof_i[col, 0])
+        frames = np.nonzero(np.asarray(ma.fr_coord) == c)[0]
+        if len(frames) != 1:
+            continue
+        f = int(frames[0])
+        if ma.fr_type[f] != REVOLUTE or np.any(fr_parent == f):
+            continue
+        bodies = np.nonzero(np.asarray(ma.b_frame) == f)[0]
+        if len(bodies) != 1:
+            continue
+        b = int(bodies[0])
+        if (c in drive_coords or c in spring_coords or c in coord_measured
+                or b in load_bodies or b in angvel_body_bodies):
+            continue
+        axis = np.asarray(ma.fr_C)[f].T @ np.asarray(ma.fr_axis)[f]   # in the body frame
+        axis = axis / np.linalg.norm(axis)
+        o = int(ma.b_org[b])
+        org = p[o:o + 3]
+        k0 = int(ma.b_inr[b])
+        J00, J11, J22, J01, J02, J12 = p[k0:k0 + 6]
+        J = np.array([[J00, J01, J02], [J01, J11, J12], [J02, J12, J22]])
+        lam = axis @ J @ axis
+        across = J - lam * np.outer(axis, axis)
+        mu = 0.5 * np.trace(across)
+        tol = 1e-12 * max(1.0, float(np.max(np.abs(J))))
+        if np.max(np.abs(across - mu * (np.eye(3) - np.outer(axis, axis)))) > tol:
+            continue
+        com = org + p[int(ma.b_com[b]):int(ma.b_com[b]) + 3]
+
+        def on_axis(x):
+            return np.linalg.norm(np.cross(x, axis)) <= 1e-12 * max(1.0, np.linalg.norm(x))
+
+        if not on_axis(com):
+            continue
+        if not all(on_axis(org + p[int(pt_fld[k]):int(pt_fld[k]) + 3])
+                   for k in used_pts if int(pt_body[k]) == b):
+            continue
+        if not all(np.linalg.norm(np.cross(vc_val[k], axis)) <= 1e-12
+                   for k in used_vcs if int(vc_body[k]) == b):
+            continue
+        out[col] = 1
+    return out
 
 
 def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
@@ -377,8 +477,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     W = _weights(N, dt)
     pkin = kinematic_parameters(cm, Gm)
     pskip = reverse_parameters(cm, Gm) if method == "adjoint" else np.zeros_like(pkin)
-    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, co.ms_type, co.ms_a,
-            co.ms_c)
+    zskip = cyclic_dofs(cm, co)
+    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, zskip, co.ms_type,
+            co.ms_a, co.ms_c)
     direct_sweep, adjoint_sweep, measure_history = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
@@ -467,6 +568,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     nseg = len(bounds) - 1
     pkin = kinematic_parameters(cm, Gm)
     pskip = reverse_parameters(cm, Gm)
+    zskip = cyclic_dofs(cm, co)
 
     def rows_of(s):
         k0, k1 = bounds[s], bounds[s + 1]
@@ -533,7 +635,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         RUN = np.zeros((kend - k0, npar, no))
         st, k = S.adjoint_sweep(
             ma, ma.p, form, dt, vcode, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
-            sim.zddi[r], Gm, pkin, pskip, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
+            sim.zddi[r], Gm, pkin, pskip, zskip, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
             np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0), weights(k0, kend), GRAD,
             RUN, k0, N, carry)
         _raise(cm, st, sim, k)
