@@ -94,7 +94,8 @@ def buggy(maneuver: str, out_dir, formulation: str = "sr-com", t_end=None,
         max(1, int(round(float(t_end) / dt))) * dt
     kw = dict(formulation=formulation, t_end=t_end, dt=dt)
     # warm-up on a short horizon so that timings exclude numba compilation
-    for m, v in (("direct", "discrete"), ("adjoint", "discrete"), ("adjoint", "continuous")):
+    for m, v in (("direct", "discrete"), ("adjoint", "discrete"), ("adjoint", "continuous"),
+                 ("fd", "discrete")):
         sensitivity(cm, method=m, variant=v, formulation=formulation, t_end=3 * dt, dt=dt)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     D = sensitivity(cm, method="direct", **kw)

@@ -39,7 +39,8 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     kw = dict(formulation=formulation, t_end=t_end, dt=dt)
     # warm-up on a short horizon so that timings exclude numba compilation
-    for m, v in (("direct", "discrete"), ("adjoint", "discrete"), ("adjoint", "continuous")):
+    for m, v in (("direct", "discrete"), ("adjoint", "discrete"), ("adjoint", "continuous"),
+                 ("fd", "discrete")):
         sensitivity("five-bar", method=m, variant=v, formulation=formulation, t_end=0.01,
                     dt=1e-3)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
