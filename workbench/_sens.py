@@ -387,11 +387,12 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, dyn=Tru
 
 
 @njit(cache=True)
-def make_step_workspace(ma, n, npar, nm):
+def make_step_workspace(ma, n, npar, nm, zskip):
     """Work arrays of :func:`step_jacobians_ws`, allocated once per sweep (``n`` joint
     coordinates, ``npar`` parameters, ``nm`` measures): the kinematic workspace of
     :func:`_matrixr.make_workspace` (plus the particular accelerations) and the primal and
-    tangent arrays of every direction."""
+    tangent arrays of every direction; ``zskip`` (d) marks the DOF whose position column is
+    zero (``sensitivity.cyclic_dofs``; all zeros: compute every column)."""
     nfield = ma.p.shape[0]
     nf = ma.fr_parent.shape[0]
     m = ma.c_type.shape[0]
@@ -411,7 +412,7 @@ def make_step_workspace(ma, n, npar, nm):
              np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
     rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
     bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
-          np.zeros(d, dtype=np.int64))      # zskip: DOF whose position column is zero
+          zskip.copy())
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
@@ -430,7 +431,8 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
     Returns a status code (OK when the state is regular).
     """
-    sw = make_step_workspace(ma, z.shape[0], Gm.shape[1], ms_type.shape[0])
+    sw = make_step_workspace(ma, z.shape[0], Gm.shape[1], ms_type.shape[0],
+                             np.zeros(zi.shape[0], dtype=np.int64))
     return step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a,
                              ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw)
 
@@ -672,8 +674,7 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
-    sw = make_step_workspace(ma, nz, npar, nm)
-    sw[11][3][:] = zskip
+    sw = make_step_workspace(ma, nz, npar, nm, zskip)
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)
@@ -749,8 +750,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     Mb = np.zeros((d, d))
     Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
-    sw = make_step_workspace(ma, nz, npar, nm)
-    sw[11][3][:] = zskip
+    sw = make_step_workspace(ma, nz, npar, nm, zskip)
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)

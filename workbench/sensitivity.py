@@ -480,7 +480,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     zskip = cyclic_dofs(cm, co)
     args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, zskip, co.ms_type,
             co.ms_a, co.ms_c)
-    direct_sweep, adjoint_sweep, measure_history = _sweeps(cm, sim, co)
+    direct_sweep, adjoint_sweep, _ = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
         MV = np.zeros((N, nm))
@@ -496,13 +496,11 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         running[1:] = np.cumsum(0.5 * dt * (contrib[1:] + contrib[:-1]), axis=0)
         grad = running[-1].copy()
     else:
-        MV = np.zeros((N, nm))
         if formulation == "global":
-            st, k = measure_history(ma, ma.p, form, *args[:5], co.ms_type, co.ms_a, co.ms_c,
-                                    MV)
-            _raise(cm, st, sim, k)
+            MV = measure_values(sim, co)
         else:
             # the simulation stored the full rates and accelerations: frame kinematics only
+            MV = np.zeros((N, nm))
             S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a,
                               co.ms_c, MV)
         g, GM = co.integrand_partials(MV)
