@@ -142,43 +142,59 @@ def lu_solve_small(A, b):
     Returns (x, ok); the empty system (``n = 0``, a mechanism without degrees of
     freedom) is solved by the empty vector."""
     n = A.shape[0]
-    M = A.copy()
+    M = np.empty((n, n))
     x = b.copy()
+    ok = lu_solve_inplace(A, x.reshape((n, 1)), M)
+    return x, ok
+
+
+@njit(cache=True)
+def lu_solve_inplace(A, X, M):
+    """``X <- A^-1 X`` (``X``: n x k, every column with the same pivoting) by Gaussian
+    elimination with partial pivoting; ``M`` (n x n) is a work array (``A`` is not
+    changed).  Returns False when ``A`` is numerically singular (``X`` is then garbage);
+    ``n = 0`` is solved trivially."""
+    n = A.shape[0]
+    nr = X.shape[1]
     if n == 0:
-        return x, True
+        return True
     scale = 0.0
     for i in range(n):
         for j in range(n):
-            scale = max(scale, abs(M[i, j]))
+            M[i, j] = A[i, j]
+            scale = max(scale, abs(A[i, j]))
     if scale == 0.0:
-        return x, False
+        return False
     for k in range(n):
         piv = k
         for i in range(k + 1, n):
             if abs(M[i, k]) > abs(M[piv, k]):
                 piv = i
         if abs(M[piv, k]) <= 1e-14 * scale:
-            return x, False
+            return False
         if piv != k:
             for j in range(n):
                 tmp = M[k, j]
                 M[k, j] = M[piv, j]
                 M[piv, j] = tmp
-            tmp = x[k]
-            x[k] = x[piv]
-            x[piv] = tmp
+            for c in range(nr):
+                tmp = X[k, c]
+                X[k, c] = X[piv, c]
+                X[piv, c] = tmp
         for i in range(k + 1, n):
             f = M[i, k] / M[k, k]
             if f != 0.0:
                 for j in range(k, n):
                     M[i, j] -= f * M[k, j]
-                x[i] -= f * x[k]
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for j in range(i + 1, n):
-            s -= M[i, j] * x[j]
-        x[i] = s / M[i, i]
-    return x, True
+                for c in range(nr):
+                    X[i, c] -= f * X[k, c]
+    for c in range(nr):
+        for i in range(n - 1, -1, -1):
+            s = X[i, c]
+            for j in range(i + 1, n):
+                s -= M[i, j] * X[j, c]
+            X[i, c] = s / M[i, i]
+    return True
 
 
 @njit(cache=True)

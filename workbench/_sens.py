@@ -74,12 +74,15 @@ def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
     x = np.empty(3)
     v = np.empty(3)
     a = np.empty(3)
+    last = -1               # the point whose kinematics x, v, a hold
     for k in range(ms_type.shape[0]):
         typ = ms_type[k]
         i = ms_a[k]
         c = ms_c[k]
         if typ <= MS_ACC:
-            K.point_kinematics(ma, p, A, r, Z, Zd, i, x, v, a)
+            if i != last:
+                K.point_kinematics(ma, p, A, r, Z, Zd, i, x, v, a)
+                last = i
             out[k] = x[c] if typ == MS_POS else (v[c] if typ == MS_VEL else a[c])
         elif typ == MS_ANGVEL:
             out[k] = Z[ma.b_frame[i], 3 + c]
@@ -99,12 +102,15 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
                out):
     """Tangents of :func:`measures`."""
     B = np.empty((1, 6, 3))
-    for k in range(ms_type.shape[0]):
+    last = -1               # the point whose tangents B holds (consecutive measures of
+    for k in range(ms_type.shape[0]):   # one point share them)
         typ = ms_type[k]
         i = ms_a[k]
         c = ms_c[k]
         if typ <= MS_ACC:
-            T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
+            if i != last:
+                T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
+                last = i
             out[k] = B[0, 3, c] if typ == MS_POS else (B[0, 4, c] if typ == MS_VEL else B[0, 5, c])
         elif typ == MS_ANGVEL:
             out[k] = dZ[ma.b_frame[i], 3 + c]
@@ -490,6 +496,10 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     for b in range(nbod):
         bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
     ncol = 2 * d + npar
+    coord_dofs = True
+    for k in range(d):
+        if ma.dof_type[k] != DOF_COORD:
+            coord_dofs = False
     # the acceleration directions change only the measures; none of them depends on the
     # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
     acc_meas = False
@@ -560,8 +570,11 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 T.frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du)
                 T.constraints_t(ma, p, dp, t, z, zd, zdd, zero_n, zero_n, zero_n, A, r, Z, Zd,
                                 th, dr, zeroF, zeroF, 0, dphi)
-                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, zeroF, zeroF, zero_n, zero_n,
-                               zero_n, dh, dhd, dhdd)
+                if coord_dofs:
+                    T.dof_coords_t(ma, zero_n, zero_n, zero_n, dh, dhd, dhdd)
+                else:
+                    T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, zeroF, zeroF, zero_n,
+                                   zero_n, zero_n, dh, dhd, dhdd)
                 for k in range(m):
                     rhs[k] = -dphi[k]
                 for k in range(d):
@@ -573,8 +586,11 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
             T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
             T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, zero_n, zero_n, A, r, Z, Zd, th, dr,
                             dZ, zeroF, 1, dphi)
-            T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, zeroF, dz, zero_n, zero_n, dh,
-                           dhd, dhdd)
+            if coord_dofs:
+                T.dof_coords_t(ma, dz, zero_n, zero_n, dh, dhd, dhdd)
+            else:
+                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, zeroF, dz, zero_n, zero_n,
+                               dh, dhd, dhdd)
             for k in range(m):
                 rhs[k] = -dphi[k]
             for k in range(d):
@@ -587,8 +603,11 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                                     dZd)
             T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, zero_n, A, r, Z, Zd, th, dr,
                             dZ, dZd, 2, dphi)
-            T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, zero_n, dh, dhd,
-                           dhdd)
+            if coord_dofs:
+                T.dof_coords_t(ma, dz, dzd, zero_n, dh, dhd, dhdd)
+            else:
+                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, zero_n, dh,
+                               dhd, dhdd)
             for k in range(m):
                 rhs[k] = -dphi[k]
             for k in range(d):
@@ -683,43 +702,51 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
     SA = np.zeros((d, npar))
     pZ = np.zeros((d, npar))
     pV = np.zeros((d, npar))
+    Tm = np.zeros((d, d))
+    Mw = np.zeros((d, d))
     for nstep in range(N):
         st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
                                ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm,
                                MV[nstep], Rst, zdst, zddst, sw)
         if st != MR.OK:
             return st, nstep
-        Kz = np.ascontiguousarray(Jr[:, 0:d])
-        Cz = np.ascontiguousarray(Jr[:, d:2 * d])
-        P = np.ascontiguousarray(Jr[:, 2 * d:])
-        JmZ = np.ascontiguousarray(Jm[:, 0:d])
-        JmV = np.ascontiguousarray(Jm[:, d:2 * d])
-        JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
-        JmP = np.ascontiguousarray(Jm[:, 3 * d:])
+        # Jr = [K | C | P], Jm = [dm/dZ | dm/dV | dm/dA | dm/drho]
         if nstep == 0:
-            rhs = -(Kz @ SZ + Cz @ SV + P)
-            Tm = Mb.copy()
-            pZ[:, :] = SZ
-            pV[:, :] = SV
             cz = 0.0
             cv = 0.0
+            pZ[:, :] = SZ
+            pV[:, :] = SV
         else:
-            pZ[:, :] = SZ + h * SV + 0.25 * h * h * SA
-            pV[:, :] = SV + 0.5 * h * SA
-            rhs = -(Kz @ pZ + Cz @ pV + P)
-            Tm = Mb + 0.5 * h * Cz + 0.25 * h * h * Kz
             cz = 0.25 * h * h
             cv = 0.5 * h
-        for j in range(npar):
-            x, ok = MR.lu_solve_small(Tm, rhs[:, j].copy())
-            if not ok and d > 0:
-                return MR.ST_MASS, nstep
             for k in range(d):
-                SA[k, j] = x[k]
-        SZ[:, :] = pZ + cz * SA
-        SV[:, :] = pV + cv * SA
+                for j in range(npar):
+                    pZ[k, j] = SZ[k, j] + h * SV[k, j] + cz * SA[k, j]
+                    pV[k, j] = SV[k, j] + cv * SA[k, j]
+        # T S_A = -(K pZ + C pV + P),  T = Mbar + h/2 C + h^2/4 K  (Mbar at the first row)
+        for k in range(d):
+            for i in range(d):
+                Tm[k, i] = Mb[k, i] + cv * Jr[k, d + i] + cz * Jr[k, i]
+            for j in range(npar):
+                s = Jr[k, 2 * d + j]
+                for i in range(d):
+                    s += Jr[k, i] * pZ[i, j] + Jr[k, d + i] * pV[i, j]
+                SA[k, j] = -s
+        if not MR.lu_solve_inplace(Tm, SA, Mw) and d > 0:
+            return MR.ST_MASS, nstep
+        for k in range(d):
+            for j in range(npar):
+                SZ[k, j] = pZ[k, j] + cz * SA[k, j]
+                SV[k, j] = pV[k, j] + cv * SA[k, j]
         SA_out[nstep] = SA
-        DM[nstep] = JmZ @ SZ + JmV @ SV + JmA @ SA + JmP
+        Dn = DM[nstep]
+        for k in range(nm):
+            for j in range(npar):
+                s = Jm[k, 3 * d + j]
+                for i in range(d):
+                    s += Jm[k, i] * SZ[i, j] + Jm[k, d + i] * SV[i, j] \
+                        + Jm[k, 2 * d + i] * SA[i, j]
+                Dn[k, j] = s
     return MR.OK, N
 
 
@@ -758,7 +785,15 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     nskip = 0
     for q in range(npar):
         nskip += pskip[q]
-    gf = np.zeros(p.shape[0])
+    # the frame kinematics step_jacobians_ws leaves in its workspace, for the reverse mode
+    kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
+    vw = make_vjp_workspace(ma, nz, no)
+    cmv = np.zeros((nm, no))
+    TmT = np.zeros((d, d))
+    Mw = np.zeros((d, d))
+    muS = np.zeros((d, no))
+    lpZ = np.zeros((d, no))
+    lpV = np.zeros((d, no))
     # discrete: cotangents of (Z, V, A) of the step being processed
     lZ = carry[0].copy()
     lV = carry[1].copy()
@@ -776,56 +811,79 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
                                Rst, zdst, zddst, sw)
         if st != MR.OK:
             return st, nstep
-        Kz = np.ascontiguousarray(Jr[:, 0:d])
-        Cz = np.ascontiguousarray(Jr[:, d:2 * d])
-        P = np.ascontiguousarray(Jr[:, 2 * d:])
-        JmZ = np.ascontiguousarray(Jm[:, 0:d])
-        JmV = np.ascontiguousarray(Jm[:, d:2 * d])
-        JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
-        JmP = np.ascontiguousarray(Jm[:, 3 * d:])
-        g = GM[nstep].copy()
-        if first:
-            gc = C0
-        else:
-            gc = np.zeros((nm, no))
+        g = GM[nstep]
         if variant == 0:
-            cm = W[nstep] * g + gc
-            lZ += JmZ.T @ cm
-            lV += JmV.T @ cm
-            lA += JmA.T @ cm
-            GRAD += JmP.T @ cm
+            # cotangent of the measures at this step: W g (+ C0 at the initial row)
+            wn = W[nstep]
+            for k in range(nm):
+                for j in range(no):
+                    cmv[k, j] = wn * g[k, j] + (C0[k, j] if first else 0.0)
+            for j in range(no):
+                for i in range(d):
+                    sZ = 0.0
+                    sV = 0.0
+                    sA = 0.0
+                    for k in range(nm):
+                        sZ += Jm[k, i] * cmv[k, j]
+                        sV += Jm[k, d + i] * cmv[k, j]
+                        sA += Jm[k, 2 * d + i] * cmv[k, j]
+                    lZ[i, j] += sZ
+                    lV[i, j] += sV
+                    lA[i, j] += sA
+                for q in range(npar):
+                    s = 0.0
+                    for k in range(nm):
+                        s += Jm[k, 3 * d + q] * cmv[k, j]
+                    GRAD[q, j] += s
             # through S_A = -T^-1 (K pZ + C pV + P), S_Z = pZ + cz S_A, S_V = pV + cv S_A
             if first:
                 cz = 0.0
                 cv = 0.0
-                Tm = Mb.copy()
             else:
                 cz = 0.25 * h * h
                 cv = 0.5 * h
-                Tm = Mb + 0.5 * h * Cz + 0.25 * h * h * Kz
-            lSA = lA + cz * lZ + cv * lV
-            TmT = np.ascontiguousarray(Tm.T)
-            muS = np.zeros((d, no))
+            for k in range(d):
+                for i in range(d):
+                    TmT[i, k] = Mb[k, i] + cv * Jr[k, d + i] + cz * Jr[k, i]
+                for j in range(no):
+                    muS[k, j] = lA[k, j] + cz * lZ[k, j] + cv * lV[k, j]
+            if not MR.lu_solve_inplace(TmT, muS, Mw) and d > 0:
+                return MR.ST_MASS, nstep
             for j in range(no):
-                x, ok = MR.lu_solve_small(TmT, lSA[:, j].copy())
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    muS[k, j] = x[k]
-            lpZ = lZ - Kz.T @ muS
-            lpV = lV - Cz.T @ muS
-            GRAD -= P.T @ muS
+                for i in range(d):
+                    sZ = lZ[i, j]
+                    sV = lV[i, j]
+                    for k in range(d):
+                        sZ -= Jr[k, i] * muS[k, j]
+                        sV -= Jr[k, d + i] * muS[k, j]
+                    lpZ[i, j] = sZ
+                    lpV[i, j] = sV
+                for q in range(npar):
+                    s = 0.0
+                    for k in range(d):
+                        s += Jr[k, 2 * d + q] * muS[k, j]
+                    GRAD[q, j] -= s
             if nskip > 0:
-                _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, muS, Gm, pskip, -1.0, GRAD,
-                             gf)
+                _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, muS, Gm, pskip, -1.0, GRAD,
+                             vw)
             if first:
                 GRAD += SZ0.T @ lpZ + SV0.T @ lpV
             else:
                 # pZ = S_Z + h S_V + h^2/4 S_A (previous step), pV = S_V + h/2 S_A
-                lZ = lpZ.copy()
-                lV = h * lpZ + lpV
-                lA = 0.25 * h * h * lpZ + 0.5 * h * lpV
+                for i in range(d):
+                    for j in range(no):
+                        lZ[i, j] = lpZ[i, j]
+                        lV[i, j] = h * lpZ[i, j] + lpV[i, j]
+                        lA[i, j] = 0.25 * h * h * lpZ[i, j] + 0.5 * h * lpV[i, j]
         else:
+            Kz = np.ascontiguousarray(Jr[:, 0:d])
+            Cz = np.ascontiguousarray(Jr[:, d:2 * d])
+            P = np.ascontiguousarray(Jr[:, 2 * d:])
+            JmZ = np.ascontiguousarray(Jm[:, 0:d])
+            JmV = np.ascontiguousarray(Jm[:, d:2 * d])
+            JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
+            JmP = np.ascontiguousarray(Jm[:, 3 * d:])
+            gc = C0 if first else np.zeros((nm, no))
             # y = (Z, V); f_y = [[0, I], [-Mb^-1 K, -Mb^-1 C]], f_rho = [0; -Mb^-1 P]
             gZ = JmZ.T @ g
             gV = JmV.T @ g
@@ -882,8 +940,8 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
             # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
             GRAD += W[nstep] * (grho - P.T @ Xm)
             if nskip > 0:
-                _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, Xm, Gm, pskip, -W[nstep],
-                             GRAD, gf)
+                _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, Xm, Gm, pskip, -W[nstep],
+                             GRAD, vw)
             if first:
                 GRAD += SZ0.T @ muZ + SV0.T @ muV
                 # measures relative to their initial value: cotangent C0 on m_0
@@ -907,8 +965,8 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
                             x, ok = MR.lu_solve_small(MbT, rhsl[:, j].copy())
                             for k in range(d):
                                 lam[k, j] = x[k]
-                        _skipped_vjp(ma, p, ZZ[nstep], zdst, zddst, Rst, lam, Gm, pskip, -1.0,
-                                     GRAD, gf)
+                        _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, lam, Gm, pskip, -1.0,
+                                     GRAD, vw)
         RUN[nstep] = GRAD
     carry[0] = lZ
     carry[1] = lV
@@ -1009,21 +1067,42 @@ def dof_initial_t(ma, p, Gm, z, zd):
 
 
 @njit(cache=True)
-def _skipped_vjp(ma, p, z, zd, zdd, R, LAM, Gm, pskip, scale, GRAD, gf):
+def _skipped_vjp(ma, p, z, zd, kin, R, LAM, Gm, pskip, scale, GRAD, vw):
     """``GRAD[q, j] += scale * (R LAM_j)^T dtau/drho_q`` for the parameters ``q`` with
-    ``pskip[q]`` (reverse mode through :func:`virtual_power_gradient`)."""
+    ``pskip[q]`` (reverse mode through :func:`virtual_power_lanes`, all columns of ``LAM``
+    in one pass over the bodies).  ``kin = (A, r, bcol, Z, Zd)``: the frame kinematics of
+    the state (left by :func:`step_jacobians_ws`); ``vw = (Vv, gl, Zv)``: work arrays of
+    :func:`make_vjp_workspace`."""
     npar = Gm.shape[1]
     nfield = Gm.shape[0]
-    for j in range(LAM.shape[1]):
-        v = R @ np.ascontiguousarray(LAM[:, j])
-        gf[:] = 0.0
-        virtual_power_gradient(ma, p, z, zd, zdd, v, gf)
-        for q in range(npar):
-            if pskip[q] != 0:
+    Vv, gl, Zv = vw
+    nl = LAM.shape[1]
+    n = z.shape[0]
+    d = LAM.shape[0]
+    for j in range(nl):
+        for k in range(n):
+            s = 0.0
+            for i in range(d):
+                s += R[k, i] * LAM[i, j]
+            Vv[j, k] = s
+    gl[:nl, :] = 0.0
+    A, r, bcol, Z, Zd = kin
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv[:nl], gl[:nl], Zv[:nl])
+    for q in range(npar):
+        if pskip[q] != 0:
+            for j in range(nl):
                 s = 0.0
                 for i in range(nfield):
-                    s += Gm[i, q] * gf[i]
+                    s += Gm[i, q] * gl[j, i]
                 GRAD[q, j] += scale * s
+
+
+@njit(cache=True)
+def make_vjp_workspace(ma, n, nlanes):
+    """Work arrays of :func:`_skipped_vjp` for up to ``nlanes`` cotangent columns."""
+    nl = max(nlanes, 1)
+    return (np.zeros((nl, n)), np.zeros((nl, ma.p.shape[0])),
+            np.zeros((nl, ma.fr_parent.shape[0], 6)))
 
 
 @njit(cache=True)
@@ -1035,10 +1114,35 @@ def _cross(a, b, out):
 
 @njit(cache=True)
 def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
-    """``gfield += d(v^T tau)/dp`` for the *static* fields: masses, centres of mass,
+    """``gfield += d(v^T tau)/dp`` for the *static* fields (one generalised velocity
+    ``v``; computes the frame kinematics of the state, then :func:`virtual_power_lanes`)."""
+    nf = ma.fr_parent.shape[0]
+    A = np.zeros((nf, 3, 3))
+    r = np.zeros((nf, 3))
+    u = np.zeros((nf, 3))
+    bcol = np.zeros((nf, 6))
+    Z = np.zeros((nf, 6))
+    Zd = np.zeros((nf, 6))
+    K.frame_positions(ma, p, z, A, r, u)
+    K.joint_columns(ma, r, u, bcol)
+    K.frame_velocities(ma, zd, bcol, Z)
+    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+    gl = np.zeros((1, gfield.shape[0]))
+    Vv = np.zeros((1, z.shape[0]))
+    Vv[0, :] = v
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, np.zeros((1, nf, 6)))
+    for i in range(gfield.shape[0]):
+        gfield[i] += gl[0, i]
+
+
+@njit(cache=True)
+def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
+    """``gl[j] += d(v_j^T tau)/dp`` for the *static* fields: masses, centres of mass,
     inertias, point-to-point spring-dampers (k, c, natural length) and joint spring-dampers
-    (k, c, q0) -- the reverse-mode (vector-Jacobian) product the adjoint needs, one pass for
-    all of them.
+    (k, c, q0) -- the reverse-mode (vector-Jacobian) products the adjoint needs, one pass
+    over the bodies for all the generalised velocities ``v_j = Vv[j]`` (the lanes).
+    ``A, r, bcol, Z, Zd``: frame kinematics of the state; ``Zv`` (lanes x frames x 6):
+    work array for the virtual twists.
 
     ``v^T tau`` with ``tau = M zdd - Q`` is the virtual power of the inertia forces minus
     the applied forces on the virtual twists ``Zv`` of the generalised velocity ``v``
@@ -1047,24 +1151,14 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
     ``v_g = v_O + omega_v x g``; spring: ``- T u . (v_1 - v_2)``; joint spring: ``- Q v_c``.
     Fields that enter the kinematics (and tire or other elements) are not handled here.
     """
-    nf = ma.fr_parent.shape[0]
-    n = z.shape[0]
-    A = np.zeros((nf, 3, 3))
-    r = np.zeros((nf, 3))
-    u = np.zeros((nf, 3))
-    bcol = np.zeros((nf, 6))
-    Z = np.zeros((nf, 6))
-    Zd = np.zeros((nf, 6))
-    Zv = np.zeros((nf, 6))
-    K.frame_positions(ma, p, z, A, r, u)
-    K.joint_columns(ma, r, u, bcol)
-    K.frame_velocities(ma, zd, bcol, Z)
-    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
-    K.frame_velocities(ma, v, bcol, Zv)
+    nl = Vv.shape[0]
+    for j in range(nl):
+        K.frame_velocities(ma, Vv[j], bcol, Zv[j])
     b3 = np.empty((12, 3))
     g, w, al, wv, ag, vg, t1, t2, dg, wb, alb, wvb = (b3[0], b3[1], b3[2], b3[3], b3[4], b3[5],
                                                       b3[6], b3[7], b3[8], b3[9], b3[10],
                                                       b3[11])
+    ac = np.empty(3)
     JG = np.empty((3, 3))
     grav = ma.gravity
     for b in range(ma.b_frame.shape[0]):
@@ -1073,47 +1167,47 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
         for i in range(3):
             w[i] = Z[f, 3 + i]
             al[i] = Zd[f, 3 + i]
-            wv[i] = Zv[f, 3 + i]
-        # acceleration of the centre of mass and virtual velocity of the centre of mass
+        # acceleration of the centre of mass (lane independent)
         _cross(w, g, t1)
         _cross(w, t1, t2)
         _cross(al, g, ag)
         for i in range(3):
             ag[i] += Zd[f, i] + t2[i]
-        _cross(wv, g, vg)
-        for i in range(3):
-            vg[i] += Zv[f, i]
-        # mass
-        s = 0.0
-        for i in range(3):
-            s += (ag[i] - grav[i]) * vg[i]
-        gfield[ma.b_mass[b]] += s
-        # centre of mass: dP/dg = m [vg x alpha + (vg x omega) x omega + (a_g - grav) x omega_v]
-        _cross(vg, al, dg)
-        _cross(vg, w, t1)
-        _cross(t1, w, t2)
-        for i in range(3):
-            dg[i] += t2[i]
-            t1[i] = ag[i] - grav[i]
-        _cross(t1, wv, t2)
-        c0 = ma.b_com[b]
-        for k in range(3):
-            s = 0.0
-            for i in range(3):
-                s += A[f, i, k] * (dg[i] + t2[i])
-            gfield[c0 + k] += m * s
-        # inertia (body axes): dP/dJ_kl = wvb_k alb_l + (wvb x wb)_k wb_l
+            ac[i] = ag[i] - grav[i]
         for k in range(3):
             wb[k] = A[f, 0, k] * w[0] + A[f, 1, k] * w[1] + A[f, 2, k] * w[2]
             alb[k] = A[f, 0, k] * al[0] + A[f, 1, k] * al[1] + A[f, 2, k] * al[2]
-            wvb[k] = A[f, 0, k] * wv[0] + A[f, 1, k] * wv[1] + A[f, 2, k] * wv[2]
-        _cross(wvb, wb, t1)
+        c0 = ma.b_com[b]
         ki = ma.b_inr[b]
-        for k in range(3):
-            gfield[ki + k] += wvb[k] * alb[k] + t1[k] * wb[k]
-        for (q, k, l) in ((3, 0, 1), (4, 0, 2), (5, 1, 2)):
-            gfield[ki + q] += (wvb[k] * alb[l] + t1[k] * wb[l]
-                               + wvb[l] * alb[k] + t1[l] * wb[k])
+        im = ma.b_mass[b]
+        for j in range(nl):
+            for i in range(3):
+                wv[i] = Zv[j, f, 3 + i]
+            # virtual velocity of the centre of mass
+            _cross(wv, g, vg)
+            for i in range(3):
+                vg[i] += Zv[j, f, i]
+            # mass
+            gl[j, im] += ac[0] * vg[0] + ac[1] * vg[1] + ac[2] * vg[2]
+            # centre of mass: dP/dg = m [vg x alpha + (vg x omega) x omega + (a_g - grav) x wv]
+            _cross(vg, al, dg)
+            _cross(vg, w, t1)
+            _cross(t1, w, t2)
+            for i in range(3):
+                dg[i] += t2[i]
+            _cross(ac, wv, t2)
+            for k in range(3):
+                gl[j, c0 + k] += m * (A[f, 0, k] * (dg[0] + t2[0]) + A[f, 1, k] * (dg[1] + t2[1])
+                                      + A[f, 2, k] * (dg[2] + t2[2]))
+            # inertia (body axes): dP/dJ_kl = wvb_k alb_l + (wvb x wb)_k wb_l
+            for k in range(3):
+                wvb[k] = A[f, 0, k] * wv[0] + A[f, 1, k] * wv[1] + A[f, 2, k] * wv[2]
+            _cross(wvb, wb, t1)
+            for k in range(3):
+                gl[j, ki + k] += wvb[k] * alb[k] + t1[k] * wb[k]
+            gl[j, ki + 3] += wvb[0] * alb[1] + t1[0] * wb[1] + wvb[1] * alb[0] + t1[1] * wb[0]
+            gl[j, ki + 4] += wvb[0] * alb[2] + t1[0] * wb[2] + wvb[2] * alb[0] + t1[2] * wb[0]
+            gl[j, ki + 5] += wvb[1] * alb[2] + t1[1] * wb[2] + wvb[2] * alb[1] + t1[2] * wb[1]
     # point-to-point spring-dampers
     x1, x2, v1, v2, a1, a2 = b3[0], b3[1], b3[2], b3[3], b3[4], b3[5]
     for s_ in range(ma.sp_pt.shape[0]):
@@ -1129,26 +1223,31 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
         for i in range(3):
             Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
         Ld /= L
-        # virtual velocities of the two points
-        proj = 0.0
-        for e, kk in ((0, k1), (1, k2)):
-            bb = ma.pt_body[kk]
-            x = x1 if e == 0 else x2
-            if bb >= 0:
-                f = ma.b_frame[bb]
-                for i in range(3):
-                    wv[i] = Zv[f, 3 + i]
-                _cross(wv, x, t1)
-                sgn = 1.0 if e == 0 else -1.0
-                for i in range(3):
-                    proj += sgn * (x2[i] - x1[i]) / L * (Zv[f, i] + t1[i])
         L0 = p[ma.sp_L0[s_]]
-        gfield[ma.sp_k[s_]] -= (L - L0) * proj
-        gfield[ma.sp_c[s_]] -= Ld * proj
-        gfield[ma.sp_L0[s_]] += p[ma.sp_k[s_]] * proj
+        kk_ = p[ma.sp_k[s_]]
+        for j in range(nl):
+            # virtual velocities of the two points along the spring
+            proj = 0.0
+            for e in range(2):
+                kk = k1 if e == 0 else k2
+                x = x1 if e == 0 else x2
+                bb = ma.pt_body[kk]
+                if bb >= 0:
+                    f = ma.b_frame[bb]
+                    for i in range(3):
+                        wv[i] = Zv[j, f, 3 + i]
+                    _cross(wv, x, t1)
+                    sgn = 1.0 if e == 0 else -1.0
+                    for i in range(3):
+                        proj += sgn * (x2[i] - x1[i]) / L * (Zv[j, f, i] + t1[i])
+            gl[j, ma.sp_k[s_]] -= (L - L0) * proj
+            gl[j, ma.sp_c[s_]] -= Ld * proj
+            gl[j, ma.sp_L0[s_]] += kk_ * proj
     # joint spring-dampers: Q_c = -k (z_c - z0) - c zd_c
     for s_ in range(ma.js_coord.shape[0]):
         c_ = ma.js_coord[s_]
-        gfield[ma.js_k[s_]] += (z[c_] - p[ma.js_z0[s_]]) * v[c_]
-        gfield[ma.js_c[s_]] += zd[c_] * v[c_]
-        gfield[ma.js_z0[s_]] -= p[ma.js_k[s_]] * v[c_]
+        for j in range(nl):
+            vc = Vv[j, c_]
+            gl[j, ma.js_k[s_]] += (z[c_] - p[ma.js_z0[s_]]) * vc
+            gl[j, ma.js_c[s_]] += zd[c_] * vc
+            gl[j, ma.js_z0[s_]] -= p[ma.js_k[s_]] * vc
