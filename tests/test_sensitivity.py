@@ -350,3 +350,21 @@ def test_checkpointed_adjoint_equals_full_storage(variant):
     auto = sensitivity(cm, **kw, memory_limit_mb=1e-3)
     assert auto.timings["checkpoint_steps"] == 15
     np.testing.assert_allclose(auto.gradient, full.gradient, rtol=1e-12, atol=0)
+
+
+def test_bench_sensitivity_smoke(tmp_path):
+    """`workbench bench sensitivity` on short runs: every row is measured and written; a
+    sweep alone is part of the gradient run that contains it (timings of one run)."""
+    import json
+    from workbench.bench import bench_sensitivity
+    lines = []
+    rows = bench_sensitivity(t_end=0.05, chain_t_end=0.02, out=str(tmp_path),
+                             echo=lines.append)
+    assert [r.n_parameters for r in rows] == [5, 5, 50]
+    for r in rows:
+        assert 0.0 < r.direct_sweep_s < r.direct_s
+        assert 0.0 < r.adjoint_sweep_s < r.adjoint_s
+        assert r.simulation_s > 0.0 and r.fd_s > 0.0
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert len(data["rows"]) == 3 and "adjoint_sweep" in data["rows"][0]["ratios"]
+    assert any("five-bar simulation" in line for line in lines)

@@ -432,8 +432,8 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     ``Gm`` (nfield x np) maps parameter directions to field directions (``p = p0 + G rho``);
     ``pkin[j]`` is 0 when parameter ``j`` is bound to no field the kinematics read (then
     its position, velocity and acceleration tangents and dR vanish and are skipped);
-    columns with ``pskip[j] = 1`` are not computed at all (left zero: the adjoint obtains
-    them in reverse mode, :func:`virtual_power_gradient`).  ``Rout``, ``zdout``,
+    columns with ``pskip[j] = 1`` are not computed at all (left zero: the sweeps obtain
+    them in reverse mode, :func:`_skipped_vjp`).  ``Rout``, ``zdout``,
     ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
     Returns a status code (OK when the state is regular).
     """
@@ -682,7 +682,9 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps).
 
-    Fills ``MV[n]`` (measures) and ``DM[n]`` (nm x np, their total derivatives) for every
+    Parameters with ``pskip`` (:func:`sensitivity.reverse_parameters`) get their columns
+    of ``dr/drho`` from :func:`_skipped_vjp` with the ``d`` unit cotangents (their measure
+    columns are exact zeros).  Fills ``MV[n]`` (measures) and ``DM[n]`` (nm x np, their total derivatives) for every
     output step and ``SA_out[n]`` (d x np, sensitivities of ``zdd^i``).  Returns
     (status, step)."""
     N = TT.shape[0]
@@ -704,12 +706,29 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
     pV = np.zeros((d, npar))
     Tm = np.zeros((d, d))
     Mw = np.zeros((d, d))
+    # the columns of P = dr/drho of the parameters with pskip (masses, inertias, spring
+    # data: no position, velocity or measure depends on them) in reverse mode, d lanes
+    # e_k^T dr/drho in one pass instead of one forward direction per parameter
+    nskip = 0
+    for q in range(npar):
+        nskip += pskip[q]
+    kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
+    vw = make_vjp_workspace(ma, nz, d)
+    eye = np.eye(d)
+    Pq = np.zeros((npar, d))
     for nstep in range(N):
         st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
                                ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm,
                                MV[nstep], Rst, zdst, zddst, sw)
         if st != MR.OK:
             return st, nstep
+        if nskip > 0:
+            Pq[:, :] = 0.0
+            _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, eye, Gm, pskip, 1.0, Pq, vw)
+            for q in range(npar):
+                if pskip[q] != 0:
+                    for k in range(d):
+                        Jr[k, 2 * d + q] = Pq[q, k]
         # Jr = [K | C | P], Jm = [dm/dZ | dm/dV | dm/dA | dm/drho]
         if nstep == 0:
             cz = 0.0

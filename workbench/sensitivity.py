@@ -274,9 +274,11 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
 
 def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
     """``1`` for each parameter column of ``Gm`` bound only to masses, centres of mass,
-    inertias and spring-damper data (point-to-point and joint): the adjoint gets their
-    gradient in reverse mode (:func:`_sens.virtual_power_gradient`, one pass for all of
-    them, so its cost does not grow with their number)."""
+    inertias and spring-damper data (point-to-point and joint): both methods get their
+    columns of ``dr/drho`` in reverse mode (:func:`_sens.virtual_power_lanes`, one pass
+    over the bodies for all of them: the adjoint with its ``no`` cotangents, the direct
+    method with the ``d`` unit cotangents), so the cost does not grow with their
+    number."""
     ma = cm.arrays
     nfield = ma.p.shape[0]
     ok = np.zeros(nfield, dtype=bool)
@@ -476,7 +478,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     nm, no, npar = co.n_measures, len(co.names), len(names)
     W = _weights(N, dt)
     pkin = kinematic_parameters(cm, Gm)
-    pskip = reverse_parameters(cm, Gm) if method == "adjoint" else np.zeros_like(pkin)
+    pskip = reverse_parameters(cm, Gm)
     zskip = cyclic_dofs(cm, co)
     args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, zskip, co.ms_type,
             co.ms_a, co.ms_c)
