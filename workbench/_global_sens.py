@@ -22,6 +22,7 @@ from numba import njit
 
 from . import _global as G
 from . import _matrixr as MR
+from . import _sens as S
 
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -250,13 +251,7 @@ def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, m
                               ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep])
         if st != MR.OK:
             return st, nstep
-        Kz = np.ascontiguousarray(Jr[:, 0:d])
-        Cz = np.ascontiguousarray(Jr[:, d:2 * d])
-        P = np.ascontiguousarray(Jr[:, 2 * d:])
-        JmZ = np.ascontiguousarray(Jm[:, 0:d])
-        JmV = np.ascontiguousarray(Jm[:, d:2 * d])
-        JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
-        JmP = np.ascontiguousarray(Jm[:, 3 * d:])
+        Kz, Cz, P, JmZ, JmV, JmA, JmP = S.jacobian_blocks(Jr, Jm, d)
         if nstep == 0:
             rhs = -(Kz @ SZ + Cz @ SV + P)
             Tm = Mb.copy()
@@ -321,13 +316,7 @@ def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_typ
                               ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
         if st != MR.OK:
             return st, nstep
-        Kz = np.ascontiguousarray(Jr[:, 0:d])
-        Cz = np.ascontiguousarray(Jr[:, d:2 * d])
-        P = np.ascontiguousarray(Jr[:, 2 * d:])
-        JmZ = np.ascontiguousarray(Jm[:, 0:d])
-        JmV = np.ascontiguousarray(Jm[:, d:2 * d])
-        JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
-        JmP = np.ascontiguousarray(Jm[:, 3 * d:])
+        Kz, Cz, P, JmZ, JmV, JmA, JmP = S.jacobian_blocks(Jr, Jm, d)
         g = GM[nstep].copy()
         if nstep == 0:
             gc = C0

@@ -678,6 +678,16 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
 
 
 @njit(cache=True)
+def jacobian_blocks(Jr, Jm, d):
+    """Contiguous copies of the blocks of the step Jacobians: ``K, C, P`` of ``Jr`` and
+    ``dm/dZ, dm/dV, dm/dA, dm/drho`` of ``Jm``."""
+    return (np.ascontiguousarray(Jr[:, 0:d]), np.ascontiguousarray(Jr[:, d:2 * d]),
+            np.ascontiguousarray(Jr[:, 2 * d:]), np.ascontiguousarray(Jm[:, 0:d]),
+            np.ascontiguousarray(Jm[:, d:2 * d]), np.ascontiguousarray(Jm[:, 2 * d:3 * d]),
+            np.ascontiguousarray(Jm[:, 3 * d:]))
+
+
+@njit(cache=True)
 def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps).
@@ -895,13 +905,7 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
                         lV[i, j] = h * lpZ[i, j] + lpV[i, j]
                         lA[i, j] = 0.25 * h * h * lpZ[i, j] + 0.5 * h * lpV[i, j]
         else:
-            Kz = np.ascontiguousarray(Jr[:, 0:d])
-            Cz = np.ascontiguousarray(Jr[:, d:2 * d])
-            P = np.ascontiguousarray(Jr[:, 2 * d:])
-            JmZ = np.ascontiguousarray(Jm[:, 0:d])
-            JmV = np.ascontiguousarray(Jm[:, d:2 * d])
-            JmA = np.ascontiguousarray(Jm[:, 2 * d:3 * d])
-            JmP = np.ascontiguousarray(Jm[:, 3 * d:])
+            Kz, Cz, P, JmZ, JmV, JmA, JmP = jacobian_blocks(Jr, Jm, d)
             gc = C0 if first else np.zeros((nm, no))
             # y = (Z, V); f_y = [[0, I], [-Mb^-1 K, -Mb^-1 C]], f_rho = [0; -Mb^-1 P]
             gZ = JmZ.T @ g
