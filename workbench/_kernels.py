@@ -286,6 +286,16 @@ def frame_velocities(ma, zd, bcol, Z):
 
 
 @njit(cache=True)
+def frame_kinematics(ma, p, z, zd, zdd, A, r, u, bcol, Z, Zd):
+    """Positions, joint columns, velocities and accelerations of every frame at a full
+    state ``(z, zd, zdd)`` (no constraint problem solved)."""
+    frame_positions(ma, p, z, A, r, u)
+    joint_columns(ma, r, u, bcol)
+    frame_velocities(ma, zd, bcol, Z)
+    frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+
+
+@njit(cache=True)
 def frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd):
     """``Zd_f = Zd_parent + b_f zddot_f + d_f`` with the material-convention ``d_f``
     (seed 002 eq. 4; ``d`` rebuilt in the notes §2.2).

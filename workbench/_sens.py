@@ -102,8 +102,9 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
                out):
     """Tangents of :func:`measures`."""
     B = np.empty((1, 6, 3))
-    last = -1               # the point whose tangents B holds (consecutive measures of
-    for k in range(ms_type.shape[0]):   # one point share them)
+    # the point whose tangents B holds (consecutive measures of one point share them)
+    last = -1
+    for k in range(ms_type.shape[0]):
         typ = ms_type[k]
         i = ms_a[k]
         c = ms_c[k]
@@ -1034,10 +1035,7 @@ def measures_stored(ma, p, ZZ, ZD, ZDD, ms_type, ms_a, ms_c, MV):
     ws = MR.make_workspace(ma, n)
     A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
     for k in range(N):
-        K.frame_positions(ma, p, ZZ[k], A, r, u)
-        K.joint_columns(ma, r, u, bcol)
-        K.frame_velocities(ma, ZD[k], bcol, Z)
-        K.frame_accelerations(ma, ZD[k], ZDD[k], r, u, bcol, Z, Zd)
+        K.frame_kinematics(ma, p, ZZ[k], ZD[k], ZDD[k], A, r, u, bcol, Z, Zd)
         measures(ma, p, A, r, Z, Zd, ZZ[k], ZD[k], ZDD[k], ms_type, ms_a, ms_c, MV[k])
 
 
@@ -1146,10 +1144,7 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
     bcol = np.zeros((nf, 6))
     Z = np.zeros((nf, 6))
     Zd = np.zeros((nf, 6))
-    K.frame_positions(ma, p, z, A, r, u)
-    K.joint_columns(ma, r, u, bcol)
-    K.frame_velocities(ma, zd, bcol, Z)
-    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+    K.frame_kinematics(ma, p, z, zd, zdd, A, r, u, bcol, Z, Zd)
     gl = np.zeros((1, gfield.shape[0]))
     Vv = np.zeros((1, z.shape[0]))
     Vv[0, :] = v

@@ -6,12 +6,14 @@ every kernel:
 * the five-bar (shipped model, its 5 design parameters, psi1-psi3): simulation alone,
   direct gradient, adjoint gradient and central differences (each gradient timing
   includes its own forward simulation, i.e. it is what a user waits for; the targets
-  compare these totals), and the simulation's real-time factor; for information, the
-  sweep alone of each method (what a gradient costs when the simulation has already
-  run, as in an OpenMDAO ``compute`` followed by ``compute_partials``);
+  compare these totals), and the simulation's real-time factor;
 * a generated planar chain closed by a rod (10 links, 9 degrees of freedom) whose links
   carry 5 parameters each (mass, centre of mass, inertia, joint stiffness and damping):
   the same four timings with p = 5 and p = 50 parameters.
+
+For information, every row also gives each method's sweep alone (what a gradient costs
+when the simulation has already run, as in an OpenMDAO ``compute`` followed by
+``compute_partials``).
 
 Every figure is reported as a ratio to the simulation of the same model measured in the
 same run; the targets of issue 3 (adjoint <= 2x the simulation for any p, direct <= (1 +
@@ -45,8 +47,8 @@ class BenchRow:
     direct_s: float
     adjoint_s: float
     fd_s: float
-    direct_sweep_s: float = float("nan")
-    adjoint_sweep_s: float = float("nan")
+    direct_sweep_s: float
+    adjoint_sweep_s: float
 
     @property
     def ratios(self) -> dict:
@@ -94,10 +96,11 @@ def closed_chain(n_links: int = 10) -> Model:
     return m
 
 
-def _time(fn) -> float:
+def _time(fn):
+    """(wall seconds, result) of ``fn()``."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    out = fn()
+    return time.perf_counter() - t0, out
 
 
 def _case(label, model, objectives, params, t_end, dt, formulation) -> BenchRow:
@@ -107,14 +110,12 @@ def _case(label, model, objectives, params, t_end, dt, formulation) -> BenchRow:
     # warm-up: compile every kernel (the central-difference path too) on a short run
     for meth in ("direct", "adjoint", "fd"):
         sensitivity(cm, **{**kw, "t_end": 10 * dt}, method=meth)
-    sim_s = min(_time(lambda: simulate(cm, t_end, dt, formulation)) for _ in range(2))
-    res = {}
-    direct_s = _time(lambda: res.update(direct=sensitivity(cm, **kw, method="direct")))
-    adjoint_s = _time(lambda: res.update(adjoint=sensitivity(cm, **kw, method="adjoint")))
-    fd_s = _time(lambda: sensitivity(cm, **kw, method="fd"))
+    sim_s = min(_time(lambda: simulate(cm, t_end, dt, formulation))[0] for _ in range(2))
+    direct_s, direct = _time(lambda: sensitivity(cm, **kw, method="direct"))
+    adjoint_s, adjoint = _time(lambda: sensitivity(cm, **kw, method="adjoint"))
+    fd_s, _ = _time(lambda: sensitivity(cm, **kw, method="fd"))
     return BenchRow(label, len(params), t_end, dt, sim_s, direct_s, adjoint_s, fd_s,
-                    res["direct"].timings["sensitivity_s"],
-                    res["adjoint"].timings["sensitivity_s"])
+                    direct.timings["sensitivity_s"], adjoint.timings["sensitivity_s"])
 
 
 def bench_sensitivity(t_end: float = 5.0, dt: float = 1e-3, chain_t_end: float = 2.0,
