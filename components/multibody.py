@@ -35,6 +35,19 @@ from workbench.simulate import _compiled
 METHODS = ("auto", "direct", "adjoint")
 
 
+#: a cached simulation keeps its converged states (the partials' sweeps then skip
+#: re-evaluating them) when they take at most this many MB
+KEEP_STATES_MB = 32.0
+
+
+def _keep_states(cm, t_end, dt, formulation) -> bool:
+    from workbench import _matrixr as MR
+    if formulation == "global":
+        return False
+    rows = int(round(t_end / dt)) + 1
+    return 8 * rows * MR.state_record_size(cm.arrays, cm.n) <= KEEP_STATES_MB * 2 ** 20
+
+
 def om_units(unit: str | None) -> str | None:
     """OpenMDAO spelling of a workbench unit (``kg*m^2`` -> ``kg*m**2``), or None when
     OpenMDAO does not know it (the value is then passed through unconverted)."""
@@ -119,7 +132,9 @@ class _Base(om.ExplicitComponent):
                 meta = getattr(cm.model, "meta", {}) or {}
                 t_end = self.options["t_end"] or meta.get("t_end", 1.0)
                 dt = self.options["dt"] or meta.get("dt", 1e-3)
-                sim = simulate(cm, t_end, dt, self.options["formulation"])
+                sim = simulate(cm, t_end, dt, self.options["formulation"],
+                               keep_states=_keep_states(cm, t_end, dt,
+                                                        self.options["formulation"]))
                 psi = objective_values(sim, self._wb_co)
             except SimulationError as exc:
                 raise om.AnalysisError(f"{self.pathname}: {exc}") from exc

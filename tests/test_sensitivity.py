@@ -352,19 +352,105 @@ def test_checkpointed_adjoint_equals_full_storage(variant):
     np.testing.assert_allclose(auto.gradient, full.gradient, rtol=1e-12, atol=0)
 
 
+def test_kept_states_equal_a_re_evaluation():
+    """The integrator keeps each plain row's state at the accepted Newton iterate and the
+    sweeps read it instead of re-evaluating it: the kept state must be the state
+    re-evaluated from the row's stored coordinates (the initial row is not kept)."""
+    cm = catalog.load("five-bar").compile()
+    ma, n, d = cm.arrays, cm.n, cm.d
+    sim = simulate(cm, 0.06, 1e-3, keep_states=True)
+    L = MR.state_record_size(ma, n)
+    assert sim.states.shape == (len(sim.t), L)
+    assert sim.states[0, 0] == 0.0 and np.all(sim.states[1:, 0] == 1.0)
+    assert simulate(cm, 0.06, 1e-3).states is None
+    for k in (1, 23, 60):
+        ws = MR.make_workspace(ma, n)
+        zd, zdd, tau, zddb = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+        R, Md = np.zeros((n, d)), np.zeros((n, n))
+        st = S._state(ma, ma.p, 0, sim.t[k], sim.zi[k], sim.zdi[k], sim.zddi[k],
+                      sim.z[k].copy(), ws, zd, zdd, R, tau, Md, zddb, np.zeros(0))
+        assert st == MR.OK
+        row = np.zeros(L)
+        MR.store_state(ws, zd, zdd, tau, R, row)
+        # 1e-13: the same kernels on the same floats (the integrator may reuse a
+        # factorisation of Theta_z made at the same position)
+        np.testing.assert_allclose(row, sim.states[k], rtol=1e-13, atol=1e-13)
+        # and a kept row restores every array the step Jacobians read
+        ws2 = MR.make_workspace(ma, n)
+        zd2, zdd2, tau2, R2 = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, d))
+        assert MR.load_state(sim.states[k], ws2, zd2, zdd2, tau2, R2)
+        for i in (0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16, 22, 23, 24, 25):
+            np.testing.assert_allclose(ws2[i], ws[i], rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(R2, R, rtol=1e-13, atol=1e-13)
+    assert not MR.load_state(np.zeros(0), ws2, zd2, zdd2, tau2, R2)
+
+
+def test_sweeps_by_blocks_and_threads_give_the_same_gradient(monkeypatch):
+    """The step Jacobians are evaluated by blocks of rows, the rows of a block split among
+    threads; the recursions run sequentially over the blocks.  Blocks of 7 rows (not a
+    divisor of the run) on one and two threads give the gradient of the default blocks
+    exactly (each row's Jacobians depend on that row only, never on the rows evaluated
+    before it in the same work arrays); a simulation that kept no states gives it too."""
+    import numba
+    cm = catalog.load("five-bar").compile()
+    kw = dict(parameters=["Ls1", "mA1", "LA1"], t_end=0.1, dt=1e-3)
+    for method in ("direct", "adjoint"):
+        ref = sensitivity(cm, method=method, threads=1, **kw)
+        assert not ref.timings["pipelined"]
+        monkeypatch.setattr(S, "BLOCK", 7)
+        for threads in (1, 2):
+            r = sensitivity(cm, method=method, threads=threads, **kw)
+            # more than one thread: pipelined with the simulation (when numba has them)
+            assert r.timings["pipelined"] == (threads > 1 and numba.config.NUMBA_NUM_THREADS > 1)
+            np.testing.assert_array_equal(r.gradient, ref.gradient)
+            np.testing.assert_array_equal(r.running, ref.running)
+            # given a simulation (kept states): blocks on the threads, not pipelined
+            g = sensitivity(cm, method=method, threads=threads, simulation=r.simulation, **kw)
+            assert not g.timings["pipelined"]
+            np.testing.assert_array_equal(g.gradient, ref.gradient)
+        monkeypatch.setattr(S, "BLOCK", 256)
+        sim = simulate(cm, 0.1, 1e-3)
+        r0 = sensitivity(cm, method=method, simulation=sim, **kw)
+        # 1e-13: the kept state is the re-evaluated one (see the test above)
+        np.testing.assert_allclose(r0.gradient, ref.gradient, rtol=1e-13, atol=0)
+    with pytest.raises(ValueError, match="threads"):
+        sensitivity(cm, method="direct", threads=0, **kw)
+
+
+@pytest.mark.parametrize("method", ["direct", "adjoint"])
+def test_a_failing_forward_run_raises_its_typed_error_on_every_path(method):
+    """k = 1e8 N/m with h = 0.1 s: the simulation cannot resolve the spring.  The pipelined
+    sensitivity (simulation on a second thread) and the sequential one both raise the
+    simulation's NewtonConvergenceError, with its time."""
+    from workbench.errors import NewtonConvergenceError
+    m = Model("stiff", gravity=(0.0, -9.81, 0.0), planar=True)
+    k = m.parameter("k", 1e8, "N/m", "test value")
+    for name in ("link1", "link2"):
+        m.body(name, 1.0, com=(0.5, 0, 0), inertia=(0, 0, 0.1), points={"tip": (1.0, 0, 0)})
+    m.revolute("j1", GROUND, "link1", q0=0.3, qd0=2.0)
+    m.revolute("j2", "link1", "link2", parent_point="tip", q0=0.5)
+    m.spring("stiff", GROUND, (1.5, -0.5, 0.0), "link2", "tip", k=k, length=1.52)
+    for threads in (1, 2):
+        with pytest.raises(NewtonConvergenceError) as exc:
+            sensitivity(m, objectives=[O.coordinate("q1", "j1")], parameters=["k"],
+                        method=method, t_end=1.0, dt=0.1, threads=threads)
+        assert 0.0 < exc.value.time <= 0.1 and "'stiff'" in str(exc.value)
+
+
 def test_bench_sensitivity_smoke(tmp_path):
-    """`workbench bench sensitivity` on short runs: every row is measured and written; a
-    sweep alone is part of the gradient run that contains it (timings of one run)."""
+    """`workbench bench sensitivity` on short runs: every row is measured (on all threads
+    and on one) and written."""
     import json
     from workbench.bench import bench_sensitivity
     lines = []
     rows = bench_sensitivity(t_end=0.05, chain_t_end=0.02, out=str(tmp_path),
-                             echo=lines.append)
+                             echo=lines.append, repeat=1)
     assert [r.n_parameters for r in rows] == [5, 5, 50]
     for r in rows:
-        assert 0.0 < r.direct_sweep_s < r.direct_s
-        assert 0.0 < r.adjoint_sweep_s < r.adjoint_s
+        assert r.direct_sweep_s > 0.0 and r.adjoint_sweep_s > 0.0
         assert r.simulation_s > 0.0 and r.fd_s > 0.0
+        assert r.threads >= 1 and r.direct_1thread_s > 0.0 and r.adjoint_1thread_s > 0.0
+    assert any("1 thread" in line for line in lines)
     data = json.loads((tmp_path / "bench.json").read_text())
     assert len(data["rows"]) == 3 and "adjoint_sweep" in data["rows"][0]["ratios"]
     assert any("five-bar simulation" in line for line in lines)

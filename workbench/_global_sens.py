@@ -227,9 +227,18 @@ def measure_history_g(ga, ma, p, AREF, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c,
 
 
 @njit(cache=True)
+def _one_row_block(d, npar, nm):
+    """A Jacobian block of one row (the layout of :func:`_sens.make_block`)."""
+    return (np.zeros((1, d, 2 * d + npar)), np.zeros((1, d, d)),
+            np.zeros((1, nm, 3 * d + npar)), np.zeros((1, nm)), np.zeros(1, dtype=np.int64))
+
+
+@njit(cache=True)
 def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
-    """Discrete direct method (tangent linear model of the trapezoidal steps).
+    """Discrete direct method (tangent linear model of the trapezoidal steps): the step
+    Jacobians of the global formulation (:func:`step_jacobians_g`) through the recursion of
+    the semi-recursive sweeps (:func:`_sens.direct_block`, one row at a time).
 
     Fills ``MV[n]`` (measures) and ``DM[n]`` (nm x np, their total derivatives) for every
     output step and ``SA_out[n]`` (d x np, sensitivities of ``zdd^i``).  Returns
@@ -238,58 +247,29 @@ def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, m
     d = ZI.shape[1]
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
-    Jr = np.zeros((d, 2 * d + npar))
-    Mb = np.zeros((d, d))
-    Jm = np.zeros((nm, 3 * d + npar))
-    SZ = SZ0.copy()
-    SV = SV0.copy()
-    SA = np.zeros((d, npar))
-    pZ = np.zeros((d, npar))
-    pV = np.zeros((d, npar))
+    blk = _one_row_block(d, npar, nm)
+    SS = np.zeros((3, d, npar))
+    SS[0] = SZ0
+    SS[1] = SV0
     for nstep in range(N):
         st = step_jacobians_g(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                              ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, MV[nstep])
+                              ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, blk[0][0],
+                              blk[1][0], blk[2][0], blk[3][0])
         if st != MR.OK:
             return st, nstep
-        Kz, Cz, P, JmZ, JmV, JmA, JmP = S.jacobian_blocks(Jr, Jm, d)
-        if nstep == 0:
-            rhs = -(Kz @ SZ + Cz @ SV + P)
-            Tm = Mb.copy()
-            pZ[:, :] = SZ
-            pV[:, :] = SV
-            cz = 0.0
-            cv = 0.0
-        else:
-            pZ[:, :] = SZ + h * SV + 0.25 * h * h * SA
-            pV[:, :] = SV + 0.5 * h * SA
-            rhs = -(Kz @ pZ + Cz @ pV + P)
-            Tm = Mb + 0.5 * h * Cz + 0.25 * h * h * Kz
-            cz = 0.25 * h * h
-            cv = 0.5 * h
-        for j in range(npar):
-            x, ok = MR.lu_solve_small(Tm, rhs[:, j].copy())
-            if not ok and d > 0:
-                return MR.ST_MASS, nstep
-            for k in range(d):
-                SA[k, j] = x[k]
-        SZ[:, :] = pZ + cz * SA
-        SV[:, :] = pV + cv * SA
-        SA_out[nstep] = SA
-        DM[nstep] = JmZ @ SZ + JmV @ SV + JmA @ SA + JmP
+        st, k = S.direct_block(h, nstep, nstep + 1, blk, SS, MV, DM, SA_out)
+        if st != MR.OK:
+            return st, k
     return MR.OK, N
 
 
 @njit(cache=True)
 def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c,
                   SZ0, SV0, GM, C0, W, GRAD, RUN):
-    """Backward sweep of the adjoint method for ``no`` objectives at once.
-
-    ``GM[n]`` (nm x no): partial derivatives of the integrands with respect to the measures
-    at step ``n``; ``W[n]``: quadrature weights (``h/2, h, ..., h/2``); ``C0`` (nm x no): an
-    extra cotangent on the measures at step 0 (objectives relative to initial values).
-    ``variant`` 0: exact transpose of :func:`direct_sweep` (discrete adjoint);
-    1: the seed's adjoint ODE (eq 68) integrated backward by the trapezoidal rule with the
-    gradient quadrature of eq 69.  ``GRAD`` (np x no) receives the gradient, ``RUN[n]`` the
+    """Backward sweep of the adjoint method for ``no`` objectives at once: the step
+    Jacobians of the global formulation through the recursion of the semi-recursive
+    sweeps (:func:`_sens.adjoint_block`, one row at a time; ``variant`` 0 discrete, 1 the
+    seed's continuous adjoint).  ``GRAD`` (np x no) receives the gradient, ``RUN[n]`` the
     part accumulated from ``t_F`` back to step ``n``.  Returns (status, step).
     """
     N = TT.shape[0]
@@ -297,136 +277,19 @@ def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_typ
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
     no = GM.shape[2]
-    Jr = np.zeros((d, 2 * d + npar))
-    Mb = np.zeros((d, d))
-    Jm = np.zeros((nm, 3 * d + npar))
-    mv = np.zeros(nm)
+    blk = _one_row_block(d, npar, nm)
+    carry = np.zeros((7, d, no))
     GRAD[:, :] = 0.0
-    # discrete: cotangents of (Z, V, A) of the step being processed
-    lZ = np.zeros((d, no))
-    lV = np.zeros((d, no))
-    lA = np.zeros((d, no))
-    # continuous: mu = (muZ, muV) and its rate at the later step
-    muZ = np.zeros((d, no))
-    muV = np.zeros((d, no))
-    dmuZ1 = np.zeros((d, no))
-    dmuV1 = np.zeros((d, no))
     for nstep in range(N - 1, -1, -1):
         st = step_jacobians_g(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                              ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv)
+                              ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, blk[0][0],
+                              blk[1][0], blk[2][0], blk[3][0])
         if st != MR.OK:
             return st, nstep
-        Kz, Cz, P, JmZ, JmV, JmA, JmP = S.jacobian_blocks(Jr, Jm, d)
-        g = GM[nstep].copy()
-        if nstep == 0:
-            gc = C0
-        else:
-            gc = np.zeros((nm, no))
-        if variant == 0:
-            cm = W[nstep] * g + gc
-            lZ += JmZ.T @ cm
-            lV += JmV.T @ cm
-            lA += JmA.T @ cm
-            GRAD += JmP.T @ cm
-            # through S_A = -T^-1 (K pZ + C pV + P), S_Z = pZ + cz S_A, S_V = pV + cv S_A
-            if nstep == 0:
-                cz = 0.0
-                cv = 0.0
-                Tm = Mb.copy()
-            else:
-                cz = 0.25 * h * h
-                cv = 0.5 * h
-                Tm = Mb + 0.5 * h * Cz + 0.25 * h * h * Kz
-            lSA = lA + cz * lZ + cv * lV
-            TmT = np.ascontiguousarray(Tm.T)
-            muS = np.zeros((d, no))
-            for j in range(no):
-                x, ok = MR.lu_solve_small(TmT, lSA[:, j].copy())
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    muS[k, j] = x[k]
-            lpZ = lZ - Kz.T @ muS
-            lpV = lV - Cz.T @ muS
-            GRAD -= P.T @ muS
-            if nstep == 0:
-                GRAD += SZ0.T @ lpZ + SV0.T @ lpV
-            else:
-                # pZ = S_Z + h S_V + h^2/4 S_A (previous step), pV = S_V + h/2 S_A
-                lZ = lpZ.copy()
-                lV = h * lpZ + lpV
-                lA = 0.25 * h * h * lpZ + 0.5 * h * lpV
-        else:
-            # y = (Z, V); f_y = [[0, I], [-Mb^-1 K, -Mb^-1 C]], f_rho = [0; -Mb^-1 P]
-            gZ = JmZ.T @ g
-            gV = JmV.T @ g
-            gA = JmA.T @ g
-            grho = JmP.T @ g
-            MbT = np.ascontiguousarray(Mb.T)
-            # the continuous adjoint at this step: (I - h/2 f_y^T) mu_n = rhs
-            if nstep == N - 1:
-                rZ = np.zeros((d, no))
-                rV = np.zeros((d, no))
-                hh = 0.0
-            else:
-                rZ = muZ - 0.5 * h * dmuZ1
-                rV = muV - 0.5 * h * dmuV1
-                hh = 0.5 * h
-            # mu_dot = -f_y^T (mu + [0; gA]) - [gZ; gV]
-            # with X = Mb^-T (muV + gA):  muZ_dot = K^T X - gZ,  muV_dot = -muZ + C^T X - gV
-            # mu_n + hh * mu_dot(mu_n) = r: solve the 2d x 2d system
-            Sys = np.zeros((2 * d, 2 * d))
-            Minv = np.zeros((d, d))
-            for j in range(d):
-                e = np.zeros(d)
-                e[j] = 1.0
-                x, ok = MR.lu_solve_small(MbT, e)
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    Minv[k, j] = x[k]
-            KX = Kz.T @ Minv
-            CX = Cz.T @ Minv
-            for i in range(2 * d):
-                Sys[i, i] = 1.0
-            for i in range(d):
-                for j in range(d):
-                    Sys[i, d + j] += hh * KX[i, j]
-                    Sys[d + i, d + j] += hh * CX[i, j]
-                Sys[d + i, i] -= hh
-            b0 = rZ - hh * (KX @ gA - gZ)
-            b1 = rV - hh * (CX @ gA - gV)
-            for j in range(no):
-                rhs = np.zeros(2 * d)
-                for k in range(d):
-                    rhs[k] = b0[k, j]
-                    rhs[d + k] = b1[k, j]
-                x, ok = MR.lu_solve_small(Sys, rhs)
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    muZ[k, j] = x[k]
-                    muV[k, j] = x[d + k]
-            Xm = Minv @ (muV + gA)
-            dmuZ1 = Kz.T @ Xm - gZ
-            dmuV1 = -muZ + Cz.T @ Xm - gV
-            # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
-            GRAD += W[nstep] * (grho - P.T @ Xm)
-            if nstep == 0:
-                GRAD += SZ0.T @ muZ + SV0.T @ muV
-                # measures relative to their initial value: cotangent C0 on m_0
-                if no > 0:
-                    # dm0/drho = JmZ SZ0 + JmV SV0 + JmA SA0 + Jm_rho,
-                    # SA0 = -Mb^-1 (K SZ0 + C SV0 + P)
-                    SA0 = np.zeros((d, npar))
-                    rhs0 = -(Kz @ SZ0 + Cz @ SV0 + P)
-                    for j in range(npar):
-                        x, ok = MR.lu_solve_small(Mb, rhs0[:, j].copy())
-                        for k in range(d):
-                            SA0[k, j] = x[k]
-                    dm0 = JmZ @ SZ0 + JmV @ SV0 + JmA @ SA0 + JmP
-                    GRAD += dm0.T @ gc
-        RUN[nstep] = GRAD
+        st, k = S.adjoint_block(h, variant, nstep, nstep + 1, blk, SZ0, SV0, GM, C0, W, GRAD,
+                                RUN, 0, N, carry)
+        if st != MR.OK:
+            return st, k
     return MR.OK, 0
 
 

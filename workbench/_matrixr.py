@@ -308,6 +308,101 @@ def make_workspace(ma, n):
             np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6)))
 
 
+# The converged state of an output row, kept by the integrator for the sensitivity sweeps
+# (``store`` of :func:`integrate_trapezoidal`): a flag (1: the row holds the state), the
+# full rates, accelerations and ``tau``, ``R^Phi``, the frame kinematics, the QR factors of
+# ``Theta_z``, the applied forces and the SR-I reference-point terms, i.e. everything the
+# step Jacobians (:func:`_sens.step_jacobians_ws`) would otherwise re-evaluate (position
+# and velocity problems, inverse dynamics) at that state.  Laid out by :func:`_copy_state`.
+
+
+@njit(cache=True)
+def state_record_size(ma, n):
+    """Floats per row of the stored converged states (flag included)."""
+    nf = ma.fr_parent.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    nb = ma.b_frame.shape[0]
+    return 1 + 5 * n + n * d + n * n + n * (m + d) + 54 * nf + 6 * nb
+
+
+@njit(cache=True)
+def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
+    """Copy between ``row`` and the arrays of a state (``out``: into the row), in the
+    layout :func:`state_record_size` counts (explicit loops: no views are made)."""
+    o = 1
+    o = _cp1(row, o, zd, out)
+    o = _cp1(row, o, zdd, out)
+    o = _cp1(row, o, tau, out)
+    o = _cp1(row, o, ws[8], out)        # beta
+    o = _cp1(row, o, ws[16], out)       # Qj
+    o = _cp2(row, o, Rphi, out)
+    o = _cp2(row, o, ws[7], out)        # V
+    o = _cp2(row, o, ws[9], out)        # Rm
+    o = _cp3(row, o, ws[0], out)        # A
+    o = _cp2(row, o, ws[1], out)        # r, u, SR-I reference points (nf x 3)
+    o = _cp2(row, o, ws[2], out)
+    o = _cp2(row, o, ws[22], out)
+    o = _cp2(row, o, ws[3], out)        # bcol, Z, Zd, SR-I columns, velocities (nf x 6)
+    o = _cp2(row, o, ws[4], out)
+    o = _cp2(row, o, ws[5], out)
+    o = _cp2(row, o, ws[23], out)
+    o = _cp2(row, o, ws[24], out)
+    o = _cp2(row, o, ws[25], out)
+    o = _cp2(row, o, ws[14], out)       # fb
+    o = _cp2(row, o, ws[15], out)       # nb
+
+
+@njit(cache=True)
+def _cp1(row, o, a, out):
+    n0 = a.shape[0]
+    if out:
+        for i in range(n0):
+            row[o + i] = a[i]
+    else:
+        for i in range(n0):
+            a[i] = row[o + i]
+    return o + n0
+
+
+@njit(cache=True)
+def _cp2(row, o, a, out):
+    n0, n1 = a.shape[0], a.shape[1]
+    if out:
+        for i in range(n0):
+            for j in range(n1):
+                row[o + i * n1 + j] = a[i, j]
+    else:
+        for i in range(n0):
+            for j in range(n1):
+                a[i, j] = row[o + i * n1 + j]
+    return o + n0 * n1
+
+
+@njit(cache=True)
+def _cp3(row, o, a, out):
+    for i in range(a.shape[0]):
+        o = _cp2(row, o, a[i], out)
+    return o
+
+
+@njit(cache=True)
+def store_state(ws, zd, zdd, tau, Rphi, row):
+    """Copy the converged state (see above) into ``row`` and flag it."""
+    _copy_state(row, ws, zd, zdd, tau, Rphi, True)
+    row[0] = 1.0
+
+
+@njit(cache=True)
+def load_state(row, ws, zd, zdd, tau, Rphi):
+    """Restore a state kept by :func:`store_state` into the work arrays; returns False
+    (nothing changed) when ``row`` holds none."""
+    if row.shape[0] == 0 or row[0] == 0.0:
+        return False
+    _copy_state(row, ws, zd, zdd, tau, Rphi, False)
+    return True
+
+
 # ----------------------------------------------------------------------------------------
 # kinematic problems
 # ----------------------------------------------------------------------------------------
@@ -656,12 +751,12 @@ def _rt_vec(Rphi, v, out):
         out[j] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
                           pos_tol, pos_maxit, conservative,
                           T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
                           VIOL_out, VVIOL_out, IT_out, E_out, STEP_out, resume, a_init,
-                          aprev_init, nplain_init, kofs):
+                          aprev_init, nplain_init, kofs, KS_out, progress):
     """Fixed-step implicit trapezoidal rule on the independent coordinates.
 
     Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
@@ -687,6 +782,13 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     the accelerations of the three previous rows, ``nplain_init`` of them usable), so that
     the re-run reproduces the stored rows bit for bit.  ``kofs`` is the index of the
     first row in the whole run (times are ``t0 + (kofs + k - 1) h + h`` as there).
+
+    ``KS_out`` (rows x :func:`state_record_size`, or 0 columns: nothing kept) receives the
+    converged state of every row reached by one plain step (:func:`store_state`; other
+    rows, the initial one included, are left unflagged), for the sensitivity sweeps.
+    ``progress[0]`` is the number of output rows written so far (rows below it are final):
+    the kernel releases the GIL, so that another thread may read the finished rows while
+    it runs (the pipelined sensitivities of :mod:`workbench.sensitivity`).
 
     Returns (status, step, time, value, bad column); on failure ``step`` is the first
     output row not written.
@@ -743,6 +845,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             zdd[k] += Rphi[k, j] * a[j]
     _record(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
+    progress[0] = 1
 
     ca = a.copy()
     czi = zi.copy()
@@ -947,6 +1050,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
         _record(ma, p, ws, k1, t, z, zd, zdd, zi, zdi, a, iters_total, Vpot, conservative,
                 T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
                 IT_out, E_out)
+        if KS_out.shape[1] > 0 and span == 1 and nsub == 1:
+            # the state evaluated at the accepted Newton iterate is still in the work arrays
+            store_state(ws, zd, zdd, tau, Rphi, KS_out[k1])
         if span > 1:
             # rows skipped by a merged step: interpolated and corrected onto the
             # constraints (output only: the integration continues from the end node)
@@ -979,6 +1085,7 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
         zdn[:] = czd
         zddn[:] = czdd
         k0 = k1
+        progress[0] = k1 + 1
     return OK, nsteps, t, 0.0, -1
 
 

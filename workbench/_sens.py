@@ -28,7 +28,7 @@ discretised by the trapezoidal rule (``variant=1``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ._arrays import C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
 from . import _kernels as K
@@ -367,12 +367,18 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu, j0, dZall,
 
 
 @njit(cache=True)
-def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, dyn=True):
+def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored, dyn=True):
     """Kinematics, R, tau and M^d at a converged position ``z`` (status returned;
     ``zddb`` receives the particular accelerations; ``dyn`` False: kinematics only,
-    ``tau`` and ``Md`` are not computed)."""
+    ``tau`` and ``Md`` are not computed).  ``stored``: the state as the integrator kept
+    it (:func:`_matrixr.store_state`), restored instead of re-evaluated when flagged
+    (``zddb`` is then not set); only ``M^d`` is evaluated."""
     n = z.shape[0]
     d = zi.shape[0]
+    if dyn and MR.load_state(stored, ws, zd, zdd, tau, R):
+        Md[:, :] = 0.0
+        MR.mass_matrix(ma, p, ws, form, n, Md)
+        return MR.OK
     A, r, u = ws[0], ws[1], ws[2]
     K.frame_positions(ma, p, z, A, r, u)
     st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, R, ws)
@@ -410,11 +416,11 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     vec_n2 = np.zeros((1, n))         # dtau
     mats = (np.zeros((n, d)), np.zeros((n, n)), np.zeros((d, nf, 6)), np.zeros((d, n)),
             np.zeros((d, d)))                                  # R, Md, ZR, RjT, Sdr
-    f3 = np.zeros((5, nf, 3))         # Pc, dPc, th, dr, du
+    f3 = np.zeros((4, nf, 3))         # dPc, th, dr, du
     b3 = np.zeros((3, nbod, 3))       # dfb, dnb, bg
     bm = np.zeros(nbod)
     bJ = np.zeros((nbod, 3, 3))
-    f6 = np.zeros((14, nf, 6))        # ... and Fs, dFs of the inverse-dynamics tangent
+    f6 = np.zeros((10, nf, 6))        # dbv, dVc, dVdc, db, dZ, dZd, dZj, zero, Fs, dFs
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
     rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
@@ -441,14 +447,16 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     sw = make_step_workspace(ma, z.shape[0], Gm.shape[1], ms_type.shape[0],
                              np.zeros(zi.shape[0], dtype=np.int64))
     return step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a,
-                             ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw)
+                             ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, np.zeros(0))
 
 
 @njit(cache=True)
 def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
-                      Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw):
+                      Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, stored):
     """:func:`step_jacobians` with the work arrays ``sw`` of :func:`make_step_workspace`
-    (allocated once per sweep, reused at every step)."""
+    (allocated once per sweep, reused at every step); ``stored``: the state kept by the
+    integrator at this row (:func:`_matrixr.store_state`; length 0 or unflagged: the state
+    is evaluated here)."""
     n = z.shape[0]
     d = zi.shape[0]
     m = ma.c_type.shape[0]
@@ -463,13 +471,13 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
     R, Md, ZR, RjT, Sdr = mats
-    Pc, dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3], f3[4]
-    bv, Vc, Vdc, dbv, dVc, dVdc = f6[0], f6[1], f6[2], f6[3], f6[4], f6[5]
-    db, dZ, dZd, dZj, zeroF = f6[6], f6[7], f6[8], f6[9], f6[10]
+    dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3]
+    dbv, dVc, dVdc = f6[0], f6[1], f6[2]
+    db, dZ, dZd, dZj, zeroF = f6[3], f6[4], f6[5], f6[6], f6[7]
     dfb, dnb, bg = b3[0], b3[1], b3[2]
-    Fs, dFs = f6[11], f6[12]
+    Fs, dFs = f6[8], f6[9]
     mu, dp, dphi, dh, dhd, dhdd, rhs, dmv = small
-    st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26])
+    st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
     if st != MR.OK:
         return st
     Rout[:, :] = R
@@ -488,11 +496,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
             RjT[j, k] = R[k, j]
     for j in range(d):
         K.frame_velocities(ma, RjT[j], bcol, ZR[j])
-    # SR-I primal terms (reference points, columns, velocities at the centres of mass)
-    if form == MR.FORM_COM:
-        K.reference_points(ma, p, A, r, Pc)
-        K.com_columns(ma, r, u, Pc, bv)
-        K.com_kinematics(ma, zd, zdd, r, u, Pc, bv, Vc, Vdc)
+    # SR-I primal terms (reference points, columns, velocities at the centres of mass):
+    # those the inverse dynamics of the state left in ws (MR.residual_tau)
+    Pc, bv, Vc, Vdc = ws[22], ws[23], ws[24], ws[25]
     nbod = ma.b_frame.shape[0]
     for b in range(nbod):
         bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
@@ -688,59 +694,141 @@ def jacobian_blocks(Jr, Jm, d):
             np.ascontiguousarray(Jm[:, 3 * d:]))
 
 
-@njit(cache=True)
-def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms_type, ms_a, ms_c, SZ0, SV0,
-                 MV, DM, SA_out):
-    """Discrete direct method (tangent linear model of the trapezoidal steps).
+#: steps whose Jacobians are evaluated together (in parallel) before the sequential part
+#: of a sweep runs over them: bounds the memory of the sweeps' Jacobian blocks
+BLOCK = 256
 
-    Parameters with ``pskip`` (:func:`sensitivity.reverse_parameters`) get their columns
-    of ``dr/drho`` from :func:`_skipped_vjp` with the ``d`` unit cotangents (their measure
-    columns are exact zeros).  Fills ``MV[n]`` (measures) and ``DM[n]`` (nm x np, their total derivatives) for every
-    output step and ``SA_out[n]`` (d x np, sensitivities of ``zdd^i``).  Returns
-    (status, step)."""
-    N = TT.shape[0]
+
+def make_block(N, d, npar, nm, B=None):
+    """The Jacobian block of a sweep (:func:`step_jacobian_block`): ``JR`` (B x d x (2d +
+    np)), ``MB`` (B x d x d), ``JM`` (B x nm x (3d + np)), ``MVb`` (B x nm), ``STb`` (B)
+    with ``B = min(BLOCK, N)`` (read at each call) unless given."""
+    B = max(1, min(BLOCK, N)) if B is None else B
+    return (np.zeros((B, d, 2 * d + npar)), np.zeros((B, d, d)),
+            np.zeros((B, nm, 3 * d + npar)), np.zeros((B, nm)), np.zeros(B, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
+                  ms_c, k0, i0, i1, blk):
+    """The step Jacobians of rows ``k0 + i0 .. k0 + i1 - 1`` into the block ``blk`` of
+    :func:`make_block` (row ``k`` at index ``k - k0``), with work arrays of their own:
+    :func:`step_jacobians_ws` with the columns of ``P = dr/drho`` of the parameters with
+    ``pskip`` completed in reverse mode (:func:`_skipped_vjp`, the ``d`` unit cotangents
+    in one pass).  ``STb`` receives each row's status."""
+    JR, MB, JM, MVb, STb = blk
     d = ZI.shape[1]
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
-    Jr = np.zeros((d, 2 * d + npar))
-    Mb = np.zeros((d, d))
-    Jm = np.zeros((nm, 3 * d + npar))
     nz = ZZ.shape[1]
+    nskip = 0
+    for q in range(npar):
+        nskip += pskip[q]
     sw = make_step_workspace(ma, nz, npar, nm, zskip)
     Rst = np.zeros((nz, d))
     zdst = np.zeros(nz)
     zddst = np.zeros(nz)
-    SZ = SZ0.copy()
-    SV = SV0.copy()
-    SA = np.zeros((d, npar))
-    pZ = np.zeros((d, npar))
-    pV = np.zeros((d, npar))
-    Tm = np.zeros((d, d))
-    Mw = np.zeros((d, d))
-    # the columns of P = dr/drho of the parameters with pskip (masses, inertias, spring
-    # data: no position, velocity or measure depends on them) in reverse mode, d lanes
-    # e_k^T dr/drho in one pass instead of one forward direction per parameter
-    nskip = 0
-    for q in range(npar):
-        nskip += pskip[q]
     kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
     vw = make_vjp_workspace(ma, nz, d)
     eye = np.eye(d)
     Pq = np.zeros((npar, d))
-    for nstep in range(N):
-        st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                               ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm,
-                               MV[nstep], Rst, zdst, zddst, sw)
+    for i in range(i0, i1):
+        k = k0 + i
+        Jr = JR[i]
+        st = step_jacobians_ws(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k], Gm, pkin,
+                               pskip, ms_type, ms_a, ms_c, Jr, MB[i], JM[i], MVb[i], Rst,
+                               zdst, zddst, sw, KS[k])
+        STb[i] = st
+        if st != MR.OK or nskip == 0:
+            continue
+        Pq[:, :] = 0.0
+        _skipped_vjp(ma, p, ZZ[k], zdst, kin, Rst, eye, Gm, pskip, 1.0, Pq, vw)
+        for q in range(npar):
+            if pskip[q] != 0:
+                for j in range(d):
+                    Jr[j, 2 * d + q] = Pq[q, j]
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def _jacobian_chunks(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
+                     ms_a, ms_c, k0, k1, nth, blk):
+    nb = k1 - k0
+    nch = max(1, min(nth, nb))
+    for c in prange(nch):
+        jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
+                      ms_a, ms_c, k0, nb * c // nch, nb * (c + 1) // nch, blk)
+
+
+def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                        ms_type, ms_a, ms_c, k0, k1, nth, blk):
+    """The step Jacobians of rows ``k0 .. k1 - 1`` (:func:`jacobian_rows`).  The rows are
+    independent (each reads only its own stored state): with ``nth > 1`` they are split
+    into ``nth`` contiguous chunks run in parallel (numba ``prange``), each with its own
+    work arrays; with one thread no thread pool is involved (a pipelined sweep runs beside
+    the simulation's thread, where idle pool workers would compete with it).  Called from
+    Python: a cached kernel that calls a parallel one may not start the thread pool when
+    loaded from the cache (numba PR 9950)."""
+    if nth <= 1 or k1 - k0 <= 1:
+        jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
+                      ms_a, ms_c, k0, 0, k1 - k0, blk)
+    else:
+        _jacobian_chunks(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                         ms_type, ms_a, ms_c, k0, k1, nth, blk)
+
+
+def _blocks(N, B, backward=False):
+    """Row ranges ``(k0, k1)`` of the blocks of ``B`` rows, in sweep order."""
+    out = [(k0, min(N, k0 + B)) for k0 in range(0, N, B)]
+    return out[::-1] if backward else out
+
+
+def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
+                 ms_c, SZ0, SV0, MV, DM, SA_out, nthreads=1, ready=None):
+    """Discrete direct method (tangent linear model of the trapezoidal steps).
+
+    The step Jacobians come by blocks of rows from :func:`step_jacobian_block` (``nthreads``
+    in parallel); :func:`direct_block` runs the recursion over each block.  ``ready(k1)``
+    (pipelined with the simulation that is still writing the rows): waits until rows
+    ``< k1`` are final and returns the threads to use for them.  Fills
+    ``MV[n]`` (measures) and ``DM[n]`` (nm x np, their total derivatives) for every output
+    step and ``SA_out[n]`` (d x np, sensitivities of ``zdd^i``).  Returns (status, step)."""
+    N, d, npar, nm = TT.shape[0], ZI.shape[1], Gm.shape[1], ms_type.shape[0]
+    blk = make_block(N, d, npar, nm)
+    # sensitivities of (Z, V, A) of the last row processed
+    SS = np.zeros((3, d, npar))
+    SS[0] = SZ0
+    SS[1] = SV0
+    for k0, k1 in _blocks(N, blk[0].shape[0]):
+        nth = nthreads if ready is None else ready(k1)
+        step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                            ms_type, ms_a, ms_c, k0, k1, nth, blk)
+        st, k = direct_block(h, k0, k1, blk, SS, MV, DM, SA_out)
         if st != MR.OK:
-            return st, nstep
-        if nskip > 0:
-            Pq[:, :] = 0.0
-            _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, eye, Gm, pskip, 1.0, Pq, vw)
-            for q in range(npar):
-                if pskip[q] != 0:
-                    for k in range(d):
-                        Jr[k, 2 * d + q] = Pq[q, k]
+            return st, k
+    return MR.OK, N
+
+
+@njit(cache=True)
+def direct_block(h, k0, k1, blk, SS, MV, DM, SA_out):
+    """The direct recursion over rows ``k0 .. k1 - 1`` (Jacobians in ``blk``); ``SS`` holds
+    the sensitivities ``S_Z, S_V, S_A`` of the previous row (at row 0: the initial ones)
+    and is updated.  Returns (status, row)."""
+    JR, MB, JM, MVb, STb = blk
+    d = JR.shape[1]
+    npar = JR.shape[2] - 2 * d
+    nm = JM.shape[1]
+    SZ, SV, SA = SS[0], SS[1], SS[2]
+    pZ = np.zeros((d, npar))
+    pV = np.zeros((d, npar))
+    Tm = np.zeros((d, d))
+    Mw = np.zeros((d, d))
+    for nstep in range(k0, k1):
+        i = nstep - k0
+        if STb[i] != MR.OK:
+            return STb[i], nstep
         # Jr = [K | C | P], Jm = [dm/dZ | dm/dV | dm/dA | dm/drho]
+        Jr, Mb, Jm = JR[i], MB[i], JM[i]
+        MV[nstep] = MVb[i]
         if nstep == 0:
             cz = 0.0
             cv = 0.0
@@ -755,12 +843,12 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
                     pV[k, j] = SV[k, j] + cv * SA[k, j]
         # T S_A = -(K pZ + C pV + P),  T = Mbar + h/2 C + h^2/4 K  (Mbar at the first row)
         for k in range(d):
-            for i in range(d):
-                Tm[k, i] = Mb[k, i] + cv * Jr[k, d + i] + cz * Jr[k, i]
+            for i2 in range(d):
+                Tm[k, i2] = Mb[k, i2] + cv * Jr[k, d + i2] + cz * Jr[k, i2]
             for j in range(npar):
                 s = Jr[k, 2 * d + j]
-                for i in range(d):
-                    s += Jr[k, i] * pZ[i, j] + Jr[k, d + i] * pV[i, j]
+                for i2 in range(d):
+                    s += Jr[k, i2] * pZ[i2, j] + Jr[k, d + i2] * pV[i2, j]
                 SA[k, j] = -s
         if not MR.lu_solve_inplace(Tm, SA, Mw) and d > 0:
             return MR.ST_MASS, nstep
@@ -773,16 +861,15 @@ def direct_sweep(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms
         for k in range(nm):
             for j in range(npar):
                 s = Jm[k, 3 * d + j]
-                for i in range(d):
-                    s += Jm[k, i] * SZ[i, j] + Jm[k, d + i] * SV[i, j] \
-                        + Jm[k, 2 * d + i] * SA[i, j]
+                for i2 in range(d):
+                    s += Jm[k, i2] * SZ[i2, j] + Jm[k, d + i2] * SV[i2, j] \
+                        + Jm[k, 2 * d + i2] * SA[i2, j]
                 Dn[k, j] = s
-    return MR.OK, N
+    return MR.OK, k1
 
 
-@njit(cache=True)
-def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, ms_type, ms_a, ms_c,
-                  SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry):
+def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
+                  ms_a, ms_c, SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry, nthreads=1):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
     ``GM[n]`` (nm x no): partial derivatives of the integrands with respect to the measures
@@ -792,214 +879,230 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip,
     1: the seed's adjoint ODE (eq 68) integrated backward by the trapezoidal rule with the
     gradient quadrature of eq 69.  ``GRAD`` (np x no) accumulates the gradient (zero it
     before the first call), ``RUN[n]`` the part accumulated from ``t_F`` back to step ``n``.
+    The step Jacobians come by blocks of rows from :func:`step_jacobian_block` (``nthreads``
+    in parallel, the last block first); :func:`adjoint_block` runs the recursion (which
+    may also run over the Jacobians of the whole trajectory at once,
+    :func:`trajectory_jacobians`).
 
     The arrays may hold one segment of the trajectory (checkpointing): its rows are the
     global rows ``row0 .. row0 + N - 1`` of ``nglob``; ``carry`` (7 x d x no) holds the
     adjoint state between segments (zero before the last segment), updated in place.
     Returns (status, step).
     """
-    N = TT.shape[0]
-    d = ZI.shape[1]
-    npar = Gm.shape[1]
-    nm = ms_type.shape[0]
+    N, d, npar, nm = TT.shape[0], ZI.shape[1], Gm.shape[1], ms_type.shape[0]
+    blk = make_block(N, d, npar, nm)
+    for k0, k1 in _blocks(N, blk[0].shape[0], backward=True):
+        step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                            ms_type, ms_a, ms_c, k0, k1, nthreads, blk)
+        st, k = adjoint_block(h, variant, k0, k1, blk, SZ0, SV0, GM, C0, W, GRAD, RUN,
+                               row0, nglob, carry)
+        if st != MR.OK:
+            return st, k
+    return MR.OK, 0
+
+
+def trajectory_jacobians(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                         ms_type, ms_a, ms_c, ready):
+    """The step Jacobians of every row, as one block of ``N`` rows (for
+    :func:`adjoint_block` over the whole trajectory), evaluated forward by blocks of
+    ``BLOCK`` rows as ``ready`` (see :func:`direct_sweep`) releases them."""
+    N, d, npar, nm = TT.shape[0], ZI.shape[1], Gm.shape[1], ms_type.shape[0]
+    blk = make_block(N, d, npar, nm, N)
+    for k0, k1 in _blocks(N, max(1, min(BLOCK, N))):
+        nth = ready(k1)
+        # rows k0 .. k1 - 1 into the views of the block that start at row k0
+        step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                            ms_type, ms_a, ms_c, k0, k1, nth, tuple(a[k0:] for a in blk))
+    return blk
+
+
+@njit(cache=True)
+def adjoint_block(h, variant, k0, k1, blk, SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob,
+                   carry):
+    """The adjoint recursion over rows ``k1 - 1`` down to ``k0`` (Jacobians in ``blk``);
+    ``carry`` holds the adjoint state of the later row (see :func:`adjoint_sweep`) and is
+    updated.  Returns (status, row)."""
+    JR, MB, JM, MVb, STb = blk
+    d = JR.shape[1]
+    npar = JR.shape[2] - 2 * d
+    nm = JM.shape[1]
     no = GM.shape[2]
-    Jr = np.zeros((d, 2 * d + npar))
-    Mb = np.zeros((d, d))
-    Jm = np.zeros((nm, 3 * d + npar))
-    nz = ZZ.shape[1]
-    sw = make_step_workspace(ma, nz, npar, nm, zskip)
-    Rst = np.zeros((nz, d))
-    zdst = np.zeros(nz)
-    zddst = np.zeros(nz)
-    mv = np.zeros(nm)
-    nskip = 0
-    for q in range(npar):
-        nskip += pskip[q]
-    # the frame kinematics step_jacobians_ws leaves in its workspace, for the reverse mode
-    kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
-    vw = make_vjp_workspace(ma, nz, no)
     cmv = np.zeros((nm, no))
     TmT = np.zeros((d, d))
     Mw = np.zeros((d, d))
     muS = np.zeros((d, no))
     lpZ = np.zeros((d, no))
     lpV = np.zeros((d, no))
-    # discrete: cotangents of (Z, V, A) of the step being processed
-    lZ = carry[0].copy()
-    lV = carry[1].copy()
-    lA = carry[2].copy()
+    # discrete: cotangents of (Z, V, A) of the step being processed;
     # continuous: mu = (muZ, muV) and its rate at the later step
-    muZ = carry[3].copy()
-    muV = carry[4].copy()
-    dmuZ1 = carry[5].copy()
-    dmuV1 = carry[6].copy()
-    for nstep in range(N - 1, -1, -1):
+    lZ, lV, lA, muZ, muV, dmuZ1, dmuV1 = (carry[0], carry[1], carry[2], carry[3], carry[4],
+                                          carry[5], carry[6])
+    for nstep in range(k1 - 1, k0 - 1, -1):
+        i = nstep - k0
+        if STb[i] != MR.OK:
+            return STb[i], nstep
+        Jr, Mb, Jm = JR[i], MB[i], JM[i]
         first = row0 + nstep == 0
         last = row0 + nstep == nglob - 1
-        st = step_jacobians_ws(ma, p, form, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
-                               ZZ[nstep], Gm, pkin, pskip, ms_type, ms_a, ms_c, Jr, Mb, Jm, mv,
-                               Rst, zdst, zddst, sw)
-        if st != MR.OK:
-            return st, nstep
         g = GM[nstep]
         if variant == 0:
-            # cotangent of the measures at this step: W g (+ C0 at the initial row)
-            wn = W[nstep]
-            for k in range(nm):
-                for j in range(no):
-                    cmv[k, j] = wn * g[k, j] + (C0[k, j] if first else 0.0)
-            for j in range(no):
-                for i in range(d):
-                    sZ = 0.0
-                    sV = 0.0
-                    sA = 0.0
-                    for k in range(nm):
-                        sZ += Jm[k, i] * cmv[k, j]
-                        sV += Jm[k, d + i] * cmv[k, j]
-                        sA += Jm[k, 2 * d + i] * cmv[k, j]
-                    lZ[i, j] += sZ
-                    lV[i, j] += sV
-                    lA[i, j] += sA
-                for q in range(npar):
-                    s = 0.0
-                    for k in range(nm):
-                        s += Jm[k, 3 * d + q] * cmv[k, j]
-                    GRAD[q, j] += s
-            # through S_A = -T^-1 (K pZ + C pV + P), S_Z = pZ + cz S_A, S_V = pV + cv S_A
-            if first:
-                cz = 0.0
-                cv = 0.0
-            else:
-                cz = 0.25 * h * h
-                cv = 0.5 * h
-            for k in range(d):
-                for i in range(d):
-                    TmT[i, k] = Mb[k, i] + cv * Jr[k, d + i] + cz * Jr[k, i]
-                for j in range(no):
-                    muS[k, j] = lA[k, j] + cz * lZ[k, j] + cv * lV[k, j]
-            if not MR.lu_solve_inplace(TmT, muS, Mw) and d > 0:
-                return MR.ST_MASS, nstep
-            for j in range(no):
-                for i in range(d):
-                    sZ = lZ[i, j]
-                    sV = lV[i, j]
-                    for k in range(d):
-                        sZ -= Jr[k, i] * muS[k, j]
-                        sV -= Jr[k, d + i] * muS[k, j]
-                    lpZ[i, j] = sZ
-                    lpV[i, j] = sV
-                for q in range(npar):
-                    s = 0.0
-                    for k in range(d):
-                        s += Jr[k, 2 * d + q] * muS[k, j]
-                    GRAD[q, j] -= s
-            if nskip > 0:
-                _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, muS, Gm, pskip, -1.0, GRAD,
-                             vw)
-            if first:
-                GRAD += SZ0.T @ lpZ + SV0.T @ lpV
-            else:
-                # pZ = S_Z + h S_V + h^2/4 S_A (previous step), pV = S_V + h/2 S_A
-                for i in range(d):
-                    for j in range(no):
-                        lZ[i, j] = lpZ[i, j]
-                        lV[i, j] = h * lpZ[i, j] + lpV[i, j]
-                        lA[i, j] = 0.25 * h * h * lpZ[i, j] + 0.5 * h * lpV[i, j]
+            st = _adjoint_step_discrete(h, d, npar, nm, no, first, Jr, Mb, Jm, g, W[nstep],
+                                        C0, SZ0, SV0, cmv, TmT, Mw, muS, lpZ, lpV, lZ, lV,
+                                        lA, GRAD)
         else:
-            Kz, Cz, P, JmZ, JmV, JmA, JmP = jacobian_blocks(Jr, Jm, d)
-            gc = C0 if first else np.zeros((nm, no))
-            # y = (Z, V); f_y = [[0, I], [-Mb^-1 K, -Mb^-1 C]], f_rho = [0; -Mb^-1 P]
-            gZ = JmZ.T @ g
-            gV = JmV.T @ g
-            gA = JmA.T @ g
-            grho = JmP.T @ g
-            MbT = np.ascontiguousarray(Mb.T)
-            # the continuous adjoint at this step: (I - h/2 f_y^T) mu_n = rhs
-            if last:
-                rZ = np.zeros((d, no))
-                rV = np.zeros((d, no))
-                hh = 0.0
-            else:
-                rZ = muZ - 0.5 * h * dmuZ1
-                rV = muV - 0.5 * h * dmuV1
-                hh = 0.5 * h
-            # mu_dot = -f_y^T (mu + [0; gA]) - [gZ; gV]
-            # with X = Mb^-T (muV + gA):  muZ_dot = K^T X - gZ,  muV_dot = -muZ + C^T X - gV
-            # mu_n + hh * mu_dot(mu_n) = r: solve the 2d x 2d system
-            Sys = np.zeros((2 * d, 2 * d))
-            Minv = np.zeros((d, d))
-            for j in range(d):
-                e = np.zeros(d)
-                e[j] = 1.0
-                x, ok = MR.lu_solve_small(MbT, e)
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    Minv[k, j] = x[k]
-            KX = Kz.T @ Minv
-            CX = Cz.T @ Minv
-            for i in range(2 * d):
-                Sys[i, i] = 1.0
-            for i in range(d):
-                for j in range(d):
-                    Sys[i, d + j] += hh * KX[i, j]
-                    Sys[d + i, d + j] += hh * CX[i, j]
-                Sys[d + i, i] -= hh
-            b0 = rZ - hh * (KX @ gA - gZ)
-            b1 = rV - hh * (CX @ gA - gV)
-            for j in range(no):
-                rhs = np.zeros(2 * d)
-                for k in range(d):
-                    rhs[k] = b0[k, j]
-                    rhs[d + k] = b1[k, j]
-                x, ok = MR.lu_solve_small(Sys, rhs)
-                if not ok and d > 0:
-                    return MR.ST_MASS, nstep
-                for k in range(d):
-                    muZ[k, j] = x[k]
-                    muV[k, j] = x[d + k]
-            Xm = Minv @ (muV + gA)
-            dmuZ1 = Kz.T @ Xm - gZ
-            dmuV1 = -muZ + Cz.T @ Xm - gV
-            # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
-            GRAD += W[nstep] * (grho - P.T @ Xm)
-            if nskip > 0:
-                _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, Xm, Gm, pskip, -W[nstep],
-                             GRAD, vw)
-            if first:
-                GRAD += SZ0.T @ muZ + SV0.T @ muV
-                # measures relative to their initial value: cotangent C0 on m_0
-                if no > 0:
-                    # dm0/drho = JmZ SZ0 + JmV SV0 + JmA SA0 + Jm_rho,
-                    # SA0 = -Mb^-1 (K SZ0 + C SV0 + P)
-                    SA0 = np.zeros((d, npar))
-                    rhs0 = -(Kz @ SZ0 + Cz @ SV0 + P)
-                    for j in range(npar):
-                        x, ok = MR.lu_solve_small(Mb, rhs0[:, j].copy())
-                        for k in range(d):
-                            SA0[k, j] = x[k]
-                    dm0 = JmZ @ SZ0 + JmV @ SV0 + JmA @ SA0 + JmP
-                    GRAD += dm0.T @ gc
-                    if nskip > 0:
-                        # JmA SA0 for the skipped columns: -(Mb^-1 P)^T JmA^T gc, i.e. a
-                        # reverse product with lambda = Mb^-T JmA^T gc
-                        lam = np.zeros((d, no))
-                        rhsl = JmA.T @ gc
-                        for j in range(no):
-                            x, ok = MR.lu_solve_small(MbT, rhsl[:, j].copy())
-                            for k in range(d):
-                                lam[k, j] = x[k]
-                        _skipped_vjp(ma, p, ZZ[nstep], zdst, kin, Rst, lam, Gm, pskip, -1.0,
-                                     GRAD, vw)
+            st = _adjoint_step_continuous(h, d, npar, nm, no, first, last, Jr, Mb, Jm, g,
+                                          W[nstep], C0, SZ0, SV0, muZ, muV, dmuZ1, dmuV1,
+                                          GRAD)
+        if st != MR.OK:
+            return st, nstep
         RUN[nstep] = GRAD
-    carry[0] = lZ
-    carry[1] = lV
-    carry[2] = lA
-    carry[3] = muZ
-    carry[4] = muV
-    carry[5] = dmuZ1
-    carry[6] = dmuV1
-    return MR.OK, 0
+    return MR.OK, k0
+
+
+@njit(cache=True)
+def _adjoint_step_discrete(h, d, npar, nm, no, first, Jr, Mb, Jm, g, wn, C0, SZ0, SV0, cmv,
+                           TmT, Mw, muS, lpZ, lpV, lZ, lV, lA, GRAD):
+    """One step of the discrete adjoint (the transpose of one step of
+    :func:`direct_sweep`): updates the cotangents ``lZ, lV, lA`` (to those of the previous
+    step) and ``GRAD``; returns a status."""
+    # cotangent of the measures at this step: W g (+ C0 at the initial row)
+    for k in range(nm):
+        for j in range(no):
+            cmv[k, j] = wn * g[k, j] + (C0[k, j] if first else 0.0)
+    for j in range(no):
+        for i in range(d):
+            sZ = 0.0
+            sV = 0.0
+            sA = 0.0
+            for k in range(nm):
+                sZ += Jm[k, i] * cmv[k, j]
+                sV += Jm[k, d + i] * cmv[k, j]
+                sA += Jm[k, 2 * d + i] * cmv[k, j]
+            lZ[i, j] += sZ
+            lV[i, j] += sV
+            lA[i, j] += sA
+        for q in range(npar):
+            s = 0.0
+            for k in range(nm):
+                s += Jm[k, 3 * d + q] * cmv[k, j]
+            GRAD[q, j] += s
+    # through S_A = -T^-1 (K pZ + C pV + P), S_Z = pZ + cz S_A, S_V = pV + cv S_A
+    if first:
+        cz = 0.0
+        cv = 0.0
+    else:
+        cz = 0.25 * h * h
+        cv = 0.5 * h
+    for k in range(d):
+        for i in range(d):
+            TmT[i, k] = Mb[k, i] + cv * Jr[k, d + i] + cz * Jr[k, i]
+        for j in range(no):
+            muS[k, j] = lA[k, j] + cz * lZ[k, j] + cv * lV[k, j]
+    if not MR.lu_solve_inplace(TmT, muS, Mw) and d > 0:
+        return MR.ST_MASS
+    for j in range(no):
+        for i in range(d):
+            sZ = lZ[i, j]
+            sV = lV[i, j]
+            for k in range(d):
+                sZ -= Jr[k, i] * muS[k, j]
+                sV -= Jr[k, d + i] * muS[k, j]
+            lpZ[i, j] = sZ
+            lpV[i, j] = sV
+        for q in range(npar):
+            s = 0.0
+            for k in range(d):
+                s += Jr[k, 2 * d + q] * muS[k, j]
+            GRAD[q, j] -= s
+    if first:
+        GRAD += SZ0.T @ lpZ + SV0.T @ lpV
+    else:
+        # pZ = S_Z + h S_V + h^2/4 S_A (previous step), pV = S_V + h/2 S_A
+        for i in range(d):
+            for j in range(no):
+                lZ[i, j] = lpZ[i, j]
+                lV[i, j] = h * lpZ[i, j] + lpV[i, j]
+                lA[i, j] = 0.25 * h * h * lpZ[i, j] + 0.5 * h * lpV[i, j]
+    return MR.OK
+
+
+@njit(cache=True)
+def _adjoint_step_continuous(h, d, npar, nm, no, first, last, Jr, Mb, Jm, g, wn, C0, SZ0,
+                             SV0, muZ, muV, dmuZ1, dmuV1, GRAD):
+    """One backward trapezoidal step of the seed's continuous adjoint (eqs 68-69): updates
+    ``mu = (muZ, muV)``, its rate and ``GRAD``; returns a status."""
+    Kz, Cz, P, JmZ, JmV, JmA, JmP = jacobian_blocks(Jr, Jm, d)
+    gc = C0 if first else np.zeros((nm, no))
+    # y = (Z, V); f_y = [[0, I], [-Mb^-1 K, -Mb^-1 C]], f_rho = [0; -Mb^-1 P]
+    gZ = JmZ.T @ g
+    gV = JmV.T @ g
+    gA = JmA.T @ g
+    grho = JmP.T @ g
+    MbT = np.ascontiguousarray(Mb.T)
+    # the continuous adjoint at this step: (I - h/2 f_y^T) mu_n = rhs
+    if last:
+        rZ = np.zeros((d, no))
+        rV = np.zeros((d, no))
+        hh = 0.0
+    else:
+        rZ = muZ - 0.5 * h * dmuZ1
+        rV = muV - 0.5 * h * dmuV1
+        hh = 0.5 * h
+    # mu_dot = -f_y^T (mu + [0; gA]) - [gZ; gV]
+    # with X = Mb^-T (muV + gA):  muZ_dot = K^T X - gZ,  muV_dot = -muZ + C^T X - gV
+    # mu_n + hh * mu_dot(mu_n) = r: solve the 2d x 2d system
+    Sys = np.zeros((2 * d, 2 * d))
+    Minv = np.zeros((d, d))
+    for j in range(d):
+        e = np.zeros(d)
+        e[j] = 1.0
+        x, ok = MR.lu_solve_small(MbT, e)
+        if not ok and d > 0:
+            return MR.ST_MASS
+        for k in range(d):
+            Minv[k, j] = x[k]
+    KX = Kz.T @ Minv
+    CX = Cz.T @ Minv
+    for i in range(2 * d):
+        Sys[i, i] = 1.0
+    for i in range(d):
+        for j in range(d):
+            Sys[i, d + j] += hh * KX[i, j]
+            Sys[d + i, d + j] += hh * CX[i, j]
+        Sys[d + i, i] -= hh
+    b0 = rZ - hh * (KX @ gA - gZ)
+    b1 = rV - hh * (CX @ gA - gV)
+    for j in range(no):
+        rhs = np.zeros(2 * d)
+        for k in range(d):
+            rhs[k] = b0[k, j]
+            rhs[d + k] = b1[k, j]
+        x, ok = MR.lu_solve_small(Sys, rhs)
+        if not ok and d > 0:
+            return MR.ST_MASS
+        for k in range(d):
+            muZ[k, j] = x[k]
+            muV[k, j] = x[d + k]
+    Xm = Minv @ (muV + gA)
+    dmuZ1[:, :] = Kz.T @ Xm - gZ
+    dmuV1[:, :] = -muZ + Cz.T @ Xm - gV
+    # gradient integrand f_rho^T (mu + g_ydot^T) + g_rho^T = -P^T Mb^-T (muV + gA) + grho
+    GRAD += wn * (grho - P.T @ Xm)
+    if first:
+        GRAD += SZ0.T @ muZ + SV0.T @ muV
+        # measures relative to their initial value: cotangent C0 on m_0
+        if no > 0:
+            # dm0/drho = JmZ SZ0 + JmV SV0 + JmA SA0 + Jm_rho,
+            # SA0 = -Mb^-1 (K SZ0 + C SV0 + P)
+            SA0 = np.zeros((d, npar))
+            rhs0 = -(Kz @ SZ0 + Cz @ SV0 + P)
+            for j in range(npar):
+                x, ok = MR.lu_solve_small(Mb, rhs0[:, j].copy())
+                for k in range(d):
+                    SA0[k, j] = x[k]
+            dm0 = JmZ @ SZ0 + JmV @ SV0 + JmA @ SA0 + JmP
+            GRAD += dm0.T @ gc
+    return MR.OK
 
 
 @njit(cache=True)
@@ -1017,7 +1120,7 @@ def measure_history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
     zddb = np.zeros(n)
     for k in range(N):
         st = _state(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k].copy(), ws, zd, zdd, R,
-                    tau, Md, zddb, False)
+                    tau, Md, zddb, zddb[:0], False)
         if st != MR.OK:
             return st, k
         measures(ma, p, ws[0], ws[1], ws[4], ws[5], ZZ[k], zd, zdd, ms_type, ms_a, ms_c, MV[k])
@@ -1109,13 +1212,18 @@ def _skipped_vjp(ma, p, z, zd, kin, R, LAM, Gm, pskip, scale, GRAD, vw):
     gl[:nl, :] = 0.0
     A, r, bcol, Z, Zd = kin
     virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv[:nl], gl[:nl], Zv[:nl])
+    acc = np.zeros(nl)
     for q in range(npar):
         if pskip[q] != 0:
+            # Gm is sparse (a parameter binds a few fields): only its nonzero rows
+            acc[:] = 0.0
+            for i in range(nfield):
+                gq = Gm[i, q]
+                if gq != 0.0:
+                    for j in range(nl):
+                        acc[j] += gq * gl[j, i]
             for j in range(nl):
-                s = 0.0
-                for i in range(nfield):
-                    s += Gm[i, q] * gl[j, i]
-                GRAD[q, j] += scale * s
+                GRAD[q, j] += scale * acc[j]
 
 
 @njit(cache=True)

@@ -735,13 +735,15 @@ def _add_bench(sub):
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin", "global"))
     p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/bench.json")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="each timing is the best of this many runs (default 3)")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(args) -> int:
     from .bench import bench_sensitivity
     bench_sensitivity(t_end=args.t_end, dt=args.dt, chain_t_end=args.chain_t_end,
-                      formulation=args.formulation, out=args.out)
+                      formulation=args.formulation, out=args.out, repeat=args.repeat)
     return 0
 
 

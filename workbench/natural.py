@@ -439,14 +439,16 @@ def sweeps(cm, sim):
     ga = global_model(cm)[0]
     Qh, AREF = _natural(sim)
 
-    # the semi-recursive sweeps also take (pkin, pskip, zskip) after Gm (kinematic /
-    # reverse-mode parameter masks, cyclic DOF) and the adjoint a segment (row0, nglob,
-    # carry) for checkpointing; the global sweeps compute every column forward over the
-    # whole trajectory
-    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, *rest):
+    # the semi-recursive sweeps also take the kept states KS (unused here) and (pkin,
+    # pskip, zskip) after Gm (kinematic / reverse-mode parameter masks, cyclic DOF) and
+    # the adjoint a segment (row0, nglob, carry) for checkpointing; the global sweeps
+    # compute every column forward over the whole trajectory, on one thread
+    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, *rest,
+               nthreads=1):
         return GS.direct_sweep_g(ga, ma, p, AREF, h, TT, Qh, ZI, ZDI, AA, Gm, *rest)
 
-    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, pkin, pskip, zskip, *rest):
+    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                *rest, nthreads=1):
         *rest, row0, nglob, carry = rest
         if row0 != 0 or nglob != TT.shape[0]:
             raise ValueError("the global formulation has no checkpointed adjoint")

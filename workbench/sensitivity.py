@@ -46,14 +46,19 @@ With full storage the forward trajectory and, per step, the measures, the integr
 partials and the running gradient are kept: ``8 (N + 1) (3 n + 3 d + n_m (1 + n_o) +
 n_rho n_o)`` bytes for ``N`` steps, ``n`` joint coordinates, ``d`` degrees of freedom,
 ``n_m`` measures, ``n_o`` objectives and ``n_rho`` parameters (the step Jacobians are
-recomputed from the stored states during the backward sweep, never stored).  When that
+recomputed from the stored states during the backward sweep, never stored).  When
+``8 (N + 1) L`` bytes more fit in the same limit, the forward run also keeps each step's
+converged state (``L`` floats per row, :func:`workbench.simulate.simulate` with
+``keep_states``: kinematics, QR factors of ``Theta_z``, ``R``, forces), which both sweeps
+read instead of re-evaluating (the direct method likewise).  When the trajectory alone
 exceeds ``memory_limit_mb`` (default :data:`MEMORY_LIMIT_MB`), or when
 ``checkpoint_steps = S`` is given, the adjoint checkpoints instead: the forward run keeps
 the state at every ``S``-th step (``S = ceil(sqrt(N + 1))`` by default) and the backward
 sweep re-runs one segment at a time from its checkpoint (bit-identical rows) carrying the
 adjoint state across segments.  Memory is then bounded by ``N / S`` checkpoints of
-``4 d + n`` floats plus one segment of ``S + 1`` rows, i.e. ``O(sqrt(N))``; the price is
-one extra forward simulation.  The gradient is the same to rounding.
+``4 d + n`` floats plus one segment of ``S + 1`` rows (with their kept states), i.e.
+``O(sqrt(N))``; the price is one extra forward simulation.  The gradient is the same to
+rounding.
 """
 
 from __future__ import annotations
@@ -100,7 +105,9 @@ class SensitivityResult:
         Direct: the gradient of ``int_t0^t g``; adjoint: the part accumulated backward from
         ``tF`` to ``t`` (equal to ``gradient`` at ``t0``), as in seed 001 Fig. 2.
     timings : dict
-        ``simulation_s``, ``sensitivity_s`` (derivatives and sweeps), ``total_s``.
+        ``simulation_s``, ``sensitivity_s`` (derivatives and sweeps), ``total_s``; with
+        ``pipelined`` True the step Jacobians (and the direct recursion) ran on a second
+        thread during the simulation, whose time then includes that overlapped work.
     """
 
     model: str
@@ -409,7 +416,8 @@ def objective_values(sim, co) -> np.ndarray:
 def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint",
                 variant: str = "discrete", formulation: str = "sr-com", t_end=None, dt=None,
                 fd_step: float = FD_REL_STEP, simulation=None, checkpoint_steps=None,
-                memory_limit_mb: float = MEMORY_LIMIT_MB) -> SensitivityResult:
+                memory_limit_mb: float = MEMORY_LIMIT_MB,
+                threads: int | None = None) -> SensitivityResult:
     """Objectives ``psi = int g dt`` and their gradient with respect to parameters.
 
     Parameters
@@ -438,9 +446,18 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         documentation).  Default: full storage when it fits in ``memory_limit_mb``, else
         segments of ``ceil(sqrt(N))`` steps.  With checkpoints the result's running
         gradient is sampled at the checkpoints and ``simulation`` is None.
+    memory_limit_mb : float
+        Full-storage adjoint up to this size, and the kept converged states (both methods)
+        when they fit too (see "Adjoint memory" in the module documentation).
+    threads : int, optional
+        Threads that evaluate the step Jacobians of the stored trajectory (they are
+        independent from step to step; the recursions themselves are sequential).
+        Default: ``numba.get_num_threads()`` (the machine's cores unless
+        ``NUMBA_NUM_THREADS`` says otherwise).  The gradient does not depend on it.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    nthreads = _threads(threads)
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
     cm = _compiled(model)
@@ -466,8 +483,23 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                               memory_limit_mb)
         if seg is not None:
             return _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end,
-                                         dt, variant, seg, values, SZ0, SV0)
-    sim = simulation if simulation is not None else simulate(cm, t_end, dt, formulation)
+                                         dt, variant, seg, values, SZ0, SV0, nthreads)
+    jac = None
+    if simulation is None:
+        keep = formulation != "global" and _fits(
+            _full_storage_bytes(cm, co, len(names), int(round(t_end / dt)) + 1, True),
+            memory_limit_mb)
+        if keep and nthreads > 1 and cm.initial_state != "equilibrium" and _fits(
+                _jacobian_bytes(cm, co, len(names), int(round(t_end / dt)) + 1),
+                memory_limit_mb):
+            # pipelined: the step Jacobians of the rows the simulation has finished are
+            # evaluated on a second thread while it runs (the direct recursion too)
+            sim, jac = _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads,
+                                  SZ0, SV0)
+        else:
+            sim = simulate(cm, t_end, dt, formulation, keep_states=keep)
+    else:
+        sim = simulation
     t_sim = _time.perf_counter() - t0 if simulation is None else sim.wall_time_s
     if getattr(sim, "dof_revisions", None):
         cm, SZ0, SV0 = _revised_start(cm, sim, Gm, names)
@@ -480,16 +512,20 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     pkin = kinematic_parameters(cm, Gm)
     pskip = reverse_parameters(cm, Gm)
     zskip = cyclic_dofs(cm, co)
-    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, Gm, pkin, pskip, zskip, co.ms_type,
-            co.ms_a, co.ms_c)
+    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, _kept_states(sim), Gm, pkin, pskip,
+            zskip, co.ms_type, co.ms_a, co.ms_c)
     direct_sweep, adjoint_sweep, _ = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
-        MV = np.zeros((N, nm))
-        DM = np.zeros((N, nm, npar))
-        SA = np.zeros((N, cm.d, npar))
-        st, k = direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA)
-        _raise(cm, st, sim, k)
+        if jac is not None:
+            MV, DM = jac
+        else:
+            MV = np.zeros((N, nm))
+            DM = np.zeros((N, nm, npar))
+            SA = np.zeros((N, cm.d, npar))
+            st, k = direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA,
+                                 nthreads=nthreads)
+            _raise(cm, st, sim, k)
         g, GM = co.integrand_partials(MV)
         # total derivative of each measure (relative terms: minus its initial derivative)
         DMrel = DM - co.relative[None, :, None] * DM[0:1]
@@ -510,9 +546,14 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         GRAD = np.zeros((npar, no))
         RUN = np.zeros((N, npar, no))
         carry = np.zeros((7, cm.d, no))
-        st, k = adjoint_sweep(ma, ma.p, form, dt, 0 if variant == "discrete" else 1, *args,
-                              SZ0, SV0, GM, np.ascontiguousarray(C0), W, GRAD, RUN, 0, N,
-                              carry)
+        vcode = 0 if variant == "discrete" else 1
+        if jac is not None:
+            st, k = S.adjoint_block(dt, vcode, 0, N, jac, SZ0, SV0, GM,
+                                    np.ascontiguousarray(C0), W, GRAD, RUN, 0, N, carry)
+        else:
+            st, k = adjoint_sweep(ma, ma.p, form, dt, vcode, *args, SZ0, SV0, GM,
+                                  np.ascontiguousarray(C0), W, GRAD, RUN, 0, N, carry,
+                                  nthreads=nthreads)
         _raise(cm, st, sim, k)
         grad = GRAD.T.copy()
         running = np.transpose(RUN, (0, 2, 1)).copy()
@@ -529,15 +570,105 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         objectives=co.names, parameters=names, units=units, psi=psi, gradient=grad, t=sim.t,
         running=running,
         timings={"simulation_s": t_sim, "sensitivity_s": t_sens,
-                 "total_s": t_sim + t_sens, "equilibrium_s": t_start},
+                 "total_s": t_sim + t_sens, "equilibrium_s": t_start,
+                 "pipelined": jac is not None},
         simulation=sim)
 
 
-def _full_storage_bytes(cm, co, npar, N) -> int:
+class _SimulationStopped(Exception):
+    """The forward run of a pipelined sensitivity stopped (its error is raised by the
+    sequential path that then runs the simulation again)."""
+
+
+def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, SV0):
+    """Forward run on a background thread (the integrator releases the GIL) while this one
+    evaluates the step Jacobians of the rows it has finished (one thread; all of them
+    once the run has ended) and, for the direct method, runs the recursion.
+
+    Returns ``(simulation, jac)``: ``jac = (MV, DM)`` for the direct method, the Jacobian
+    block of the whole trajectory (:func:`_sens.trajectory_jacobians`) for the adjoint,
+    or None when the run or the sweep stopped (the caller then takes the sequential path,
+    which raises the typed error or revises the degrees of freedom)."""
+    import threading
+    from .simulate import RunJob, nsteps_of
+    nsteps = nsteps_of(0.0, t_end, dt)
+    job = RunJob(cm, formulation, form, 0.0, dt, nsteps, cm.zi0, cm.zdi0, cm.z_guess,
+                 keep_states=True)
+    N = nsteps + 1
+    npar, nm = Gm.shape[1], co.n_measures
+
+    def ready(k1):
+        # rows below k1 are final once the run has written row k1 (or has ended)
+        while True:
+            if job.status is not None:
+                if job.status[0] != MR.OK:
+                    raise _SimulationStopped
+                return nthreads
+            if job.progress[0] > k1:
+                return 1
+            _time.sleep(2e-5)
+
+    ma = cm.arrays
+    args = (job.T, job.Z, job.ZI, job.ZDI, job.ZDDI, job.KS, Gm,
+            kinematic_parameters(cm, Gm), reverse_parameters(cm, Gm), cyclic_dofs(cm, co),
+            co.ms_type, co.ms_a, co.ms_c)
+    thread = threading.Thread(target=job.integrate, daemon=True)
+    thread.start()
+    jac = None
+    try:
+        if method == "direct":
+            MV = np.zeros((N, nm))
+            DM = np.zeros((N, nm, npar))
+            SA = np.zeros((N, cm.d, npar))
+            st, _ = S.direct_sweep(ma, ma.p, form, dt, *args, SZ0, SV0, MV, DM, SA,
+                                   ready=ready)
+            jac = (MV, DM) if st == MR.OK else None
+        else:
+            jac = S.trajectory_jacobians(ma, ma.p, form, *args, ready)
+    except _SimulationStopped:
+        jac = None
+    finally:
+        thread.join()
+    if job.status[0] != MR.OK:
+        return simulate(cm, t_end, dt, formulation, keep_states=True), None
+    return job.result(), jac
+
+
+def _jacobian_bytes(cm, co, npar, N) -> int:
+    """Bytes of the step Jacobians of a whole trajectory (pipelined adjoint)."""
+    d, nm = cm.d, co.n_measures
+    return 8 * N * (d * (2 * d + npar) + d * d + nm * (3 * d + npar) + nm + 1)
+
+
+def _threads(threads) -> int:
+    """The number of threads of the sweeps' Jacobian evaluation (see :func:`sensitivity`)."""
+    import numba
+    if threads is None:
+        return numba.get_num_threads()
+    if not (isinstance(threads, (int, np.integer)) and threads >= 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    return int(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
+def _kept_states(sim) -> np.ndarray:
+    """The converged states the simulation kept (``simulate(..., keep_states=True)``) or
+    an empty array (the sweeps then evaluate them)."""
+    if getattr(sim, "states", None) is None:
+        return np.zeros((len(sim.t), 0))
+    return sim.states
+
+
+def _full_storage_bytes(cm, co, npar, N, states=False) -> int:
     """Bytes held by a full-storage adjoint: trajectory, measures, integrand partials and
-    the running gradient, 8 bytes per float."""
+    the running gradient, and with ``states`` the kept converged states, 8 bytes per
+    float."""
     n, d, nm, no = cm.n, cm.d, co.n_measures, len(co.names)
-    return 8 * N * (3 * n + 3 * d + nm * (1 + no) + npar * no + 4)
+    L = MR.state_record_size(cm.arrays, n) if states else 0
+    return 8 * N * (3 * n + 3 * d + nm * (1 + no) + npar * no + 4 + L)
+
+
+def _fits(nbytes, memory_limit_mb) -> bool:
+    return nbytes <= memory_limit_mb * 2 ** 20
 
 
 def _segment_length(cm, co, npar, t_end, dt, checkpoint_steps, memory_limit_mb):
@@ -547,13 +678,13 @@ def _segment_length(cm, co, npar, t_end, dt, checkpoint_steps, memory_limit_mb):
         if seg < 1:
             raise ValueError(f"checkpoint_steps must be >= 1, got {checkpoint_steps!r}")
         return seg if seg < nsteps else None
-    if _full_storage_bytes(cm, co, npar, nsteps + 1) <= memory_limit_mb * 2 ** 20:
+    if _fits(_full_storage_bytes(cm, co, npar, nsteps + 1), memory_limit_mb):
         return None
     return max(1, int(np.ceil(np.sqrt(nsteps + 1))))
 
 
 def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt, variant,
-                          seg, values, SZ0, SV0):
+                          seg, values, SZ0, SV0, nthreads):
     """Adjoint with checkpointing: the forward run keeps only the states at every
     ``seg``-th step (with the predictor state, so a segment re-run reproduces its rows bit
     for bit); the backward sweep re-runs one segment at a time and carries the adjoint
@@ -582,11 +713,11 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
             w[-1] = 0.5 * dt
         return w
 
-    def run_segment(s, ck):
+    def run_segment(s, ck, keep):
         k0, k1 = bounds[s], bounds[s + 1]
         zi, zdi, z, res = ck
         sim = _run(cm, formulation, form, 0.0, dt, k1 - k0, zi, zdi, z, NEWTON_TOL,
-                   NEWTON_MAXIT, resume=res, kofs=k0)
+                   NEWTON_MAXIT, resume=res, kofs=k0, keep_states=keep)
         _check_plain_steps(cm, sim, offset=k0)
         MV = np.zeros((len(sim.t), nm))
         S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a, co.ms_c,
@@ -603,7 +734,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     hist = np.zeros((0, cm.d))
     for s in range(nseg):
         checkpoints.append(ck)
-        sim, MV = run_segment(s, ck)
+        sim, MV = run_segment(s, ck, s == nseg - 1)
         if MV0 is None:
             MV0 = MV[0].copy()
             hist = sim.zddi[:1].copy()
@@ -628,16 +759,16 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     run_t, run_g = [], []
     vcode = 0 if variant == "discrete" else 1
     for s in range(nseg - 1, -1, -1):
-        sim, MV = last if s == nseg - 1 else run_segment(s, checkpoints[s])
+        sim, MV = last if s == nseg - 1 else run_segment(s, checkpoints[s], True)
         k0, kend = rows_of(s)
         r = slice(0, kend - k0)
         _, GM = co.integrand_partials(MV, MV0)
         RUN = np.zeros((kend - k0, npar, no))
         st, k = S.adjoint_sweep(
             ma, ma.p, form, dt, vcode, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
-            sim.zddi[r], Gm, pkin, pskip, zskip, co.ms_type, co.ms_a, co.ms_c, SZ0, SV0,
-            np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0), weights(k0, kend), GRAD,
-            RUN, k0, N, carry)
+            sim.zddi[r], sim.states[r], Gm, pkin, pskip, zskip, co.ms_type, co.ms_a, co.ms_c,
+            SZ0, SV0, np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0),
+            weights(k0, kend), GRAD, RUN, k0, N, carry, nthreads=nthreads)
         _raise(cm, st, sim, k)
         if s == nseg - 1:
             run_t.append(sim.t[kend - k0 - 1])

@@ -61,6 +61,10 @@ class SimulationResult:
     dof_revisions : list of dict
         Automatic choices of the degrees of freedom that were revised (see
         :func:`simulate`): ``{"time", "from", "to"}`` per revision; empty otherwise.
+    states : ndarray (N, L) or None
+        With ``simulate(..., keep_states=True)``: the converged state of every row reached
+        by a plain step (:func:`workbench._matrixr.store_state`), which the sensitivity
+        sweeps read instead of re-evaluating it; None otherwise.
     """
 
     model: str
@@ -83,6 +87,7 @@ class SimulationResult:
     wall_time_s: float
     compiled: object = field(repr=False, default=None)
     dof_revisions: list = field(default_factory=list)
+    states: np.ndarray | None = field(repr=False, default=None)
 
     @property
     def steps(self) -> int:
@@ -173,7 +178,7 @@ def _compiled(model):
 
 def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
-             newton_maxit: int = NEWTON_MAXIT) -> SimulationResult:
+             newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
 
@@ -186,6 +191,11 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         (SR-I, RTdyn0) or the global origin (SR-II, RTdyn1); or ``"global"``: the global
         Matrix-R formulation in natural coordinates (:mod:`workbench.natural`) on the same
         independent coordinates (``result.natural = (q history, angle branches)``).
+
+    ``keep_states`` keeps each step's converged state (``result.states``, about
+    ``L = 1 + 5 n + n d + n^2 + n (m + d) + 54 nf + 6 nb`` floats per row) so that a
+    following :func:`workbench.sensitivity.sensitivity` with ``simulation=result`` skips
+    re-evaluating it (the semi-recursive formulations; ignored by ``"global"``).
 
     A model whose ``initial_state`` is ``"equilibrium"`` (model meta; the buggy maneuver
     files) starts from the static equilibrium of its current design
@@ -201,20 +211,14 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         from .statics import equilibrium_start
         cm = equilibrium_start(cm, None, formulation)[0]
     form = formulation_code(formulation)
-    if not (dt > 0 and np.isfinite(dt)):
-        raise ValueError(f"time step must be positive, got {dt!r}")
-    if not t_end > t0:
-        raise ValueError(f"t_end ({t_end}) must be after t0 ({t0})")
-    nsteps = int(round((t_end - t0) / dt))
-    if abs(nsteps * dt - (t_end - t0)) > 1e-9 * max(1.0, t_end):
-        raise ValueError(f"t_end - t0 = {t_end - t0} is not a multiple of dt = {dt}")
+    nsteps = nsteps_of(t0, t_end, dt)
     revisions = []
     tried = {tuple(cm.dof_names)}
     start = _time.perf_counter()
     while True:
         try:
             res = _run(cm, formulation, form, float(t0), float(dt), nsteps, cm.zi0,
-                       cm.zdi0, cm.z_guess, newton_tol, newton_maxit)
+                       cm.zdi0, cm.z_guess, newton_tol, newton_maxit, keep_states=keep_states)
         except SingularConfigurationError as err:
             revised = _revise_dof(cm, err, tried, form, float(t0))
             if revised is None:
@@ -228,6 +232,19 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
             res.wall_time_s = _time.perf_counter() - start
         res.dof_revisions = revisions
         return res
+
+
+def nsteps_of(t0, t_end, dt) -> int:
+    """Number of steps of length ``dt`` from ``t0`` to ``t_end`` (ValueError unless it is
+    a positive whole number)."""
+    if not (dt > 0 and np.isfinite(dt)):
+        raise ValueError(f"time step must be positive, got {dt!r}")
+    if not t_end > t0:
+        raise ValueError(f"t_end ({t_end}) must be after t0 ({t0})")
+    nsteps = int(round((t_end - t0) / dt))
+    if abs(nsteps * dt - (t_end - t0)) > 1e-9 * max(1.0, t_end):
+        raise ValueError(f"t_end - t0 = {t_end - t0} is not a multiple of dt = {dt}")
+    return nsteps
 
 
 #: at most this many revisions of an automatic choice of degrees of freedom per run
@@ -272,7 +289,7 @@ def _revise_dof(cm, err, tried, form, t0):
 
 
 def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON_TOL,
-         newton_maxit=NEWTON_MAXIT, resume=None, kofs=0) -> SimulationResult:
+         newton_maxit=NEWTON_MAXIT, resume=None, kofs=0, keep_states=False) -> SimulationResult:
     """Integrate ``nsteps`` steps from ``(zi0, zdi0)`` (position guess ``z0``).
 
     ``resume = (a, aprev, nplain)`` continues a stored trajectory from one of its rows (the
@@ -280,40 +297,71 @@ def _run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol=NEWTON
     reached by plain steps, at most 3): the rows are
     reproduced bit for bit (used by the checkpointed adjoint); ``kofs`` is then the index of
     the starting row in the whole run (``t0`` stays the start time of the whole run)."""
-    n, d = cm.n, cm.d
-    N = nsteps + 1
-    T = np.zeros(N)
-    Zo, ZDo, ZDDo = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
-    ZIo, ZDIo, ZDDIo = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
-    viol, vviol = np.zeros(N), np.zeros(N)
-    iters = np.zeros(N, dtype=np.int64)
-    energy = np.zeros(N)
-    steps = np.zeros((N, 2), dtype=np.int64)
     if formulation == "global":
         return _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit)
-    if resume is None:
-        res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
-    else:
-        res_flag = True
-        a_init = np.ascontiguousarray(resume[0], dtype=float)
-        aprev = np.ascontiguousarray(np.reshape(resume[1], (3, d)), dtype=float)
-        nplain = int(resume[2])
-    start = _time.perf_counter()
-    st, step, t, value, bad = MR.integrate_trapezoidal(
-        cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,
-        np.ascontiguousarray(zi0, dtype=float), np.ascontiguousarray(zdi0, dtype=float),
-        np.ascontiguousarray(z0, dtype=float), newton_tol, newton_maxit, POS_TOL, POS_MAXIT,
-        cm.conservative, T, Zo, ZDo, ZDDo, ZIo, ZDIo, ZDDIo, viol, vviol, iters, energy, steps,
-        res_flag, a_init, aprev, nplain, int(kofs))
-    wall = _time.perf_counter() - start
-    ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
-    raise_for_status(cm, st, t, value, bad, ctx, z=Zo[step - 1] if step >= 1 else None)
-    return SimulationResult(
-        model=cm.name, formulation=formulation, t=T, z=Zo, zd=ZDo, zdd=ZDDo, zi=ZIo,
-        zdi=ZDIo, zddi=ZDDIo, constraint_violation=viol, velocity_violation=vviol,
-        newton_iterations=iters, energy=energy if cm.conservative else None, step_kind=steps,
-        coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
-        compiled=cm)
+    job = RunJob(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                 newton_maxit, resume, kofs, keep_states)
+    job.integrate()
+    return job.result()
+
+
+class RunJob:
+    """One semi-recursive integration (:func:`_run`) split into its parts: the output
+    arrays (allocated here), :meth:`integrate` (the kernel, which releases the GIL: it may
+    run on another thread while ``progress[0]``, the number of finished rows, is read
+    here) and :meth:`result` (typed error or the :class:`SimulationResult`)."""
+
+    def __init__(self, cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
+                 newton_tol=NEWTON_TOL, newton_maxit=NEWTON_MAXIT, resume=None, kofs=0,
+                 keep_states=False):
+        n, d = cm.n, cm.d
+        N = nsteps + 1
+        self.cm, self.formulation, self.form = cm, formulation, form
+        self.keep_states = keep_states
+        self.T = np.zeros(N)
+        self.Z, self.ZD, self.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+        self.ZI, self.ZDI, self.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
+        self.viol, self.vviol = np.zeros(N), np.zeros(N)
+        self.iters = np.zeros(N, dtype=np.int64)
+        self.energy = np.zeros(N)
+        self.steps = np.zeros((N, 2), dtype=np.int64)
+        self.KS = np.zeros((N, MR.state_record_size(cm.arrays, n) if keep_states else 0))
+        self.progress = np.zeros(1, dtype=np.int64)
+        if resume is None:
+            res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
+        else:
+            res_flag = True
+            a_init = np.ascontiguousarray(resume[0], dtype=float)
+            aprev = np.ascontiguousarray(np.reshape(resume[1], (3, d)), dtype=float)
+            nplain = int(resume[2])
+        self._args = (
+            cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,
+            np.ascontiguousarray(zi0, dtype=float), np.ascontiguousarray(zdi0, dtype=float),
+            np.ascontiguousarray(z0, dtype=float), newton_tol, newton_maxit, POS_TOL,
+            POS_MAXIT, cm.conservative, self.T, self.Z, self.ZD, self.ZDD, self.ZI, self.ZDI,
+            self.ZDDI, self.viol, self.vviol, self.iters, self.energy, self.steps, res_flag,
+            a_init, aprev, nplain, int(kofs), self.KS, self.progress)
+        self.status = None
+        self.wall = 0.0
+
+    def integrate(self):
+        start = _time.perf_counter()
+        self.status = MR.integrate_trapezoidal(*self._args)
+        self.wall = _time.perf_counter() - start
+
+    def result(self) -> SimulationResult:
+        cm = self.cm
+        st, step, t, value, bad = self.status
+        ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
+        raise_for_status(cm, st, t, value, bad, ctx, z=self.Z[step - 1] if step >= 1 else None)
+        return SimulationResult(
+            model=cm.name, formulation=self.formulation, t=self.T, z=self.Z, zd=self.ZD,
+            zdd=self.ZDD, zi=self.ZI, zdi=self.ZDI, zddi=self.ZDDI,
+            constraint_violation=self.viol, velocity_violation=self.vviol,
+            newton_iterations=self.iters, energy=self.energy if cm.conservative else None,
+            step_kind=self.steps, coord_names=cm.coord_names, dof_names=cm.dof_names,
+            dt=float(self._args[4]), wall_time_s=self.wall, compiled=cm,
+            states=self.KS if self.keep_states else None)
 
 
 def raise_global_singular(cm, bad: int, t: float, ctx: str):
