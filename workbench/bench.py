@@ -16,8 +16,8 @@ has (``numba.get_num_threads()``, the machine's cores): they are independent fro
 step, so a second thread evaluates those of the rows the simulation has finished while it
 runs (pipelined; the direct recursion follows them, the adjoint recursion runs backward
 at the end).  The same gradients on one thread are measured in the same run: both are
-reported, the one-thread figures being the single-core cost.  Each timing is the best of
-``repeat`` runs.  For information, every row also gives each method's sweep alone, given
+reported, the one-thread figures being the single-core cost.  Each timing is the median
+of ``repeat`` runs (the shared machine's timings vary by ~20 %).  For information, every row also gives each method's sweep alone, given
 a simulation that kept its states (what a gradient costs when the simulation has already
 run, as in an OpenMDAO ``compute`` followed by ``compute_partials``).
 
@@ -109,15 +109,14 @@ def closed_chain(n_links: int = 10) -> Model:
 
 
 def _time(fn, repeat=1):
-    """(best wall seconds of ``repeat`` calls, result of the best) of ``fn()``."""
-    best = None
+    """(median wall seconds of ``repeat`` calls of ``fn()``, the result of that call)."""
+    runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         out = fn()
-        dt = time.perf_counter() - t0
-        if best is None or dt < best[0]:
-            best = (dt, out)
-    return best
+        runs.append((time.perf_counter() - t0, out))
+    runs.sort(key=lambda r: r[0])
+    return runs[(len(runs) - 1) // 2]
 
 
 def _case(label, model, objectives, params, t_end, dt, formulation, repeat) -> BenchRow:
@@ -148,7 +147,7 @@ def _case(label, model, objectives, params, t_end, dt, formulation, repeat) -> B
 
 def bench_sensitivity(t_end: float = 5.0, dt: float = 1e-3, chain_t_end: float = 2.0,
                       formulation: str = "sr-com", out: str | None = None,
-                      echo=print, repeat: int = 3) -> list:
+                      echo=print, repeat: int = 5) -> list:
     """Run the sensitivity benchmark; returns the rows (and writes ``out/bench.json``)."""
     from . import catalog
     rows = []

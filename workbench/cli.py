@@ -474,6 +474,9 @@ def _add_sensitivity(sub):
     p.add_argument("model", help="shipped model name or path to a .toml/.json model file")
     p.add_argument("--method", default="adjoint", choices=("direct", "adjoint", "fd"))
     p.add_argument("--variant", default="discrete", choices=("discrete", "continuous"))
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of the step Jacobians (default: numba's, the cores); "
+                        "the gradient does not depend on it")
     p.add_argument("--params", default=None, metavar="P1,P2,...",
                    help="parameters (default: the model's design_parameters)")
     p.add_argument("--out", default=None, metavar="FILE.csv",
@@ -496,7 +499,8 @@ def _cmd_sensitivity(args) -> int:
                        _parse_pairs(args.set_, "--set", True))
     params = [s.strip() for s in args.params.split(",")] if args.params else None
     res = sensitivity(model, parameters=params, method=args.method, variant=args.variant,
-                      formulation=args.formulation, t_end=args.t_end, dt=args.dt)
+                      formulation=args.formulation, t_end=args.t_end, dt=args.dt,
+                      threads=args.threads)
     df = res.to_frame()
     print(f"model {res.model!r}, method {res.method} ({res.variant}), formulation "
           f"{res.formulation}, {len(res.t) - 1} steps")
@@ -735,8 +739,8 @@ def _add_bench(sub):
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--formulation", default="sr-com", choices=("sr-com", "sr-origin", "global"))
     p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/bench.json")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="each timing is the best of this many runs (default 3)")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="each timing is the median of this many runs (default 5)")
     p.set_defaults(func=_cmd_bench)
 
 

@@ -536,6 +536,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     else:
         if formulation == "global":
             MV = measure_values(sim, co)
+        elif jac is not None:
+            # pipelined: the measures came with the step Jacobians
+            MV = jac[3]
         else:
             # the simulation stored the full rates and accelerations: frame kinematics only
             MV = np.zeros((N, nm))
