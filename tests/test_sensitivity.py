@@ -415,6 +415,10 @@ def test_sweeps_by_blocks_and_threads_give_the_same_gradient(monkeypatch):
         np.testing.assert_allclose(r0.gradient, ref.gradient, rtol=1e-13, atol=0)
     with pytest.raises(ValueError, match="threads"):
         sensitivity(cm, method="direct", threads=0, **kw)
+    # a bad grid is a ValueError before any work, on every path
+    for method in ("direct", "adjoint", "fd"):
+        with pytest.raises(ValueError, match="time step"):
+            sensitivity(cm, method=method, t_end=0.1, dt=0.0)
 
 
 @pytest.mark.parametrize("method", ["direct", "adjoint"])

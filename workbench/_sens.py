@@ -22,7 +22,10 @@ acceleration problems (eqs 32-38) and of ``R^Phi`` (eqs 56-57: ``dR = -Theta^+ d
 tangent linear model eq 48 integrated by the same trapezoidal rule);
 :func:`adjoint_sweep` runs backward either the exact transpose of that recursion
 (``variant=0``, discrete adjoint) or the seed's continuous adjoint ODE (eqs 68-69)
-discretised by the trapezoidal rule (``variant=1``).
+discretised by the trapezoidal rule (``variant=1``).  Both take the step Jacobians by
+blocks of rows (:func:`step_jacobian_block`, rows independent, in parallel) and run their
+recursion over each block (:func:`direct_block`, :func:`adjoint_block`, sequential; the
+global formulation's sweeps use the same two with its own Jacobians).
 """
 
 from __future__ import annotations

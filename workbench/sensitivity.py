@@ -29,6 +29,18 @@ dependent coordinates and of ``R^Phi`` for a non-constant ``B``) come from hand-
 tangent kernels (:mod:`workbench._tangent`, :mod:`workbench._sens`); there is no finite
 difference in the direct or adjoint path.
 
+Threads
+-------
+The step Jacobians of different rows of the trajectory do not depend on each other; only
+the recursions (forward for the direct method, backward for the adjoint) are sequential.
+The sweeps evaluate the Jacobians by blocks of rows on ``threads`` threads (default:
+numba's), and when :func:`sensitivity` runs the simulation itself with more than one
+thread it pipelines them: the integrator runs on a second Python thread (its kernel
+releases the GIL) and publishes the number of finished rows, the Jacobians of those rows
+are evaluated here while it runs, and the rows left when it ends are shared by all the
+threads (``timings["pipelined"]``).  The gradient is the same bit for bit on any number
+of threads, pipelined or not.
+
 Initial state
 -------------
 A model whose ``initial_state`` is ``"equilibrium"`` (model meta of the buggy maneuver
@@ -77,7 +89,7 @@ from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
 from .model import Model
 from .objectives import Objective, compile_objectives, model_objectives
-from .simulate import NEWTON_MAXIT, NEWTON_TOL, _compiled, simulate
+from .simulate import NEWTON_MAXIT, NEWTON_TOL, _compiled, nsteps_of, simulate
 
 METHODS = ("direct", "adjoint", "fd")
 VARIANTS = ("discrete", "continuous")
@@ -465,6 +477,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     meta = getattr(cm.model, "meta", {}) or {}
     t_end = float(meta.get("t_end", 1.0) if t_end is None else t_end)
     dt = float(meta.get("dt", 1e-3) if dt is None else dt)
+    nsteps_of(0.0, t_end, dt)          # ValueError for a bad grid, before any work
     if simulation is not None:
         _check_plain_steps(cm, simulation)
     names, Gm, units = _parameter_columns(cm, parameters)
@@ -489,11 +502,13 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         keep = formulation != "global" and _fits(
             _full_storage_bytes(cm, co, len(names), int(round(t_end / dt)) + 1, True),
             memory_limit_mb)
-        if keep and nthreads > 1 and cm.initial_state != "equilibrium" and _fits(
-                _jacobian_bytes(cm, co, len(names), int(round(t_end / dt)) + 1),
-                memory_limit_mb):
+        if keep and nthreads > 1 and cm.initial_state != "equilibrium" and (
+                method == "direct" or _fits(
+                    _jacobian_bytes(cm, co, len(names), int(round(t_end / dt)) + 1),
+                    memory_limit_mb)):
             # pipelined: the step Jacobians of the rows the simulation has finished are
-            # evaluated on a second thread while it runs (the direct recursion too)
+            # evaluated beside it while it runs (the direct recursion too; the adjoint
+            # holds the whole trajectory's Jacobians)
             sim, jac = _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads,
                                   SZ0, SV0)
         else:
@@ -593,7 +608,7 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
     or None when the run or the sweep stopped (the caller then takes the sequential path,
     which raises the typed error or revises the degrees of freedom)."""
     import threading
-    from .simulate import RunJob, nsteps_of
+    from .simulate import RunJob
     nsteps = nsteps_of(0.0, t_end, dt)
     job = RunJob(cm, formulation, form, 0.0, dt, nsteps, cm.zi0, cm.zdi0, cm.z_guess,
                  keep_states=True)
