@@ -42,9 +42,10 @@ KEEP_STATES_MB = 32.0
 
 def _keep_states(cm, t_end, dt, formulation) -> bool:
     from workbench import _matrixr as MR
+    from workbench.simulate import nsteps_of
     if formulation == "global":
         return False
-    rows = int(round(t_end / dt)) + 1
+    rows = nsteps_of(0.0, t_end, dt) + 1
     return 8 * rows * MR.state_record_size(cm.arrays, cm.n) <= KEEP_STATES_MB * 2 ** 20
 
 

@@ -318,18 +318,18 @@ def make_workspace(ma, n):
 
 @njit(cache=True)
 def state_record_size(ma, n):
-    """Floats per row of the stored converged states (flag included)."""
-    nf = ma.fr_parent.shape[0]
-    m = ma.c_type.shape[0]
-    d = ma.dof_type.shape[0]
-    nb = ma.b_frame.shape[0]
-    return 1 + 5 * n + n * d + n * n + n * (m + d) + 54 * nf + 6 * nb
+    """Floats per row of the stored converged states (flag included): the layout of
+    :func:`_copy_state`, counted by it."""
+    ws = make_workspace(ma, n)
+    v = np.zeros(n)
+    return _copy_state(v[:0], ws, v, v, v, np.zeros((n, ma.dof_type.shape[0])), 0)
 
 
 @njit(cache=True)
 def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
-    """Copy between ``row`` and the arrays of a state (``out``: into the row), in the
-    layout :func:`state_record_size` counts (explicit loops: no views are made)."""
+    """Copy between ``row`` and the arrays of a state (``out`` 1: into the row, -1: from
+    it, 0: only count), in one fixed layout after the flag (explicit loops: no views are
+    made).  Returns the row length."""
     o = 1
     o = _cp1(row, o, zd, out)
     o = _cp1(row, o, zdd, out)
@@ -351,15 +351,16 @@ def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
     o = _cp2(row, o, ws[25], out)
     o = _cp2(row, o, ws[14], out)       # fb
     o = _cp2(row, o, ws[15], out)       # nb
+    return o
 
 
 @njit(cache=True)
 def _cp1(row, o, a, out):
     n0 = a.shape[0]
-    if out:
+    if out > 0:
         for i in range(n0):
             row[o + i] = a[i]
-    else:
+    elif out < 0:
         for i in range(n0):
             a[i] = row[o + i]
     return o + n0
@@ -368,11 +369,11 @@ def _cp1(row, o, a, out):
 @njit(cache=True)
 def _cp2(row, o, a, out):
     n0, n1 = a.shape[0], a.shape[1]
-    if out:
+    if out > 0:
         for i in range(n0):
             for j in range(n1):
                 row[o + i * n1 + j] = a[i, j]
-    else:
+    elif out < 0:
         for i in range(n0):
             for j in range(n1):
                 a[i, j] = row[o + i * n1 + j]
@@ -389,7 +390,7 @@ def _cp3(row, o, a, out):
 @njit(cache=True)
 def store_state(ws, zd, zdd, tau, Rphi, row):
     """Copy the converged state (see above) into ``row`` and flag it."""
-    _copy_state(row, ws, zd, zdd, tau, Rphi, True)
+    _copy_state(row, ws, zd, zdd, tau, Rphi, 1)
     row[0] = 1.0
 
 
@@ -399,7 +400,7 @@ def load_state(row, ws, zd, zdd, tau, Rphi):
     (nothing changed) when ``row`` holds none."""
     if row.shape[0] == 0 or row[0] == 0.0:
         return False
-    _copy_state(row, ws, zd, zdd, tau, Rphi, False)
+    _copy_state(row, ws, zd, zdd, tau, Rphi, -1)
     return True
 
 

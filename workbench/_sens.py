@@ -702,11 +702,16 @@ def jacobian_blocks(Jr, Jm, d):
 BLOCK = 256
 
 
+def block_rows(N):
+    """Rows per block of a sweep of ``N`` rows: ``min(BLOCK, N)`` (read at each call)."""
+    return max(1, min(BLOCK, N))
+
+
 def make_block(N, d, npar, nm, B=None):
     """The Jacobian block of a sweep (:func:`step_jacobian_block`): ``JR`` (B x d x (2d +
     np)), ``MB`` (B x d x d), ``JM`` (B x nm x (3d + np)), ``MVb`` (B x nm), ``STb`` (B)
-    with ``B = min(BLOCK, N)`` (read at each call) unless given."""
-    B = max(1, min(BLOCK, N)) if B is None else B
+    with ``B = block_rows(N)`` unless given."""
+    B = block_rows(N) if B is None else B
     return (np.zeros((B, d, 2 * d + npar)), np.zeros((B, d, d)),
             np.zeros((B, nm, 3 * d + npar)), np.zeros((B, nm)), np.zeros(B, dtype=np.int64))
 
@@ -911,7 +916,7 @@ def trajectory_jacobians(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, 
     ``BLOCK`` rows as ``ready`` (see :func:`direct_sweep`) releases them."""
     N, d, npar, nm = TT.shape[0], ZI.shape[1], Gm.shape[1], ms_type.shape[0]
     blk = make_block(N, d, npar, nm, N)
-    for k0, k1 in _blocks(N, max(1, min(BLOCK, N))):
+    for k0, k1 in _blocks(N, block_rows(N)):
         nth = ready(k1)
         # rows k0 .. k1 - 1 into the views of the block that start at row k0
         step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,

@@ -477,7 +477,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     meta = getattr(cm.model, "meta", {}) or {}
     t_end = float(meta.get("t_end", 1.0) if t_end is None else t_end)
     dt = float(meta.get("dt", 1e-3) if dt is None else dt)
-    nsteps_of(0.0, t_end, dt)          # ValueError for a bad grid, before any work
+    nrows = nsteps_of(0.0, t_end, dt) + 1    # ValueError for a bad grid, before any work
     if simulation is not None:
         _check_plain_steps(cm, simulation)
     names, Gm, units = _parameter_columns(cm, parameters)
@@ -500,12 +500,10 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     jac = None
     if simulation is None:
         keep = formulation != "global" and _fits(
-            _full_storage_bytes(cm, co, len(names), int(round(t_end / dt)) + 1, True),
-            memory_limit_mb)
+            _full_storage_bytes(cm, co, len(names), nrows, True), memory_limit_mb)
         if keep and nthreads > 1 and cm.initial_state != "equilibrium" and (
-                method == "direct" or _fits(
-                    _jacobian_bytes(cm, co, len(names), int(round(t_end / dt)) + 1),
-                    memory_limit_mb)):
+                method == "direct" or _fits(_jacobian_bytes(cm, co, len(names), nrows),
+                                            memory_limit_mb)):
             # pipelined: the step Jacobians of the rows the simulation has finished are
             # evaluated beside it while it runs (the direct recursion too; the adjoint
             # holds the whole trajectory's Jacobians)
@@ -524,11 +522,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     N = len(sim.t)
     nm, no, npar = co.n_measures, len(co.names), len(names)
     W = _weights(N, dt)
-    pkin = kinematic_parameters(cm, Gm)
-    pskip = reverse_parameters(cm, Gm)
-    zskip = cyclic_dofs(cm, co)
-    args = (sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, _kept_states(sim), Gm, pkin, pskip,
-            zskip, co.ms_type, co.ms_a, co.ms_c)
+    # (the pipelined sweeps have run already)
+    args = None if jac is not None else _sweep_args(
+        _masks(cm, co, Gm), co, Gm, sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, _kept_states(sim))
     direct_sweep, adjoint_sweep, _ = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
     if method == "direct":
@@ -627,9 +623,8 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
             _time.sleep(2e-5)
 
     ma = cm.arrays
-    args = (job.T, job.Z, job.ZI, job.ZDI, job.ZDDI, job.KS, Gm,
-            kinematic_parameters(cm, Gm), reverse_parameters(cm, Gm), cyclic_dofs(cm, co),
-            co.ms_type, co.ms_a, co.ms_c)
+    args = _sweep_args(_masks(cm, co, Gm), co, Gm, job.T, job.Z, job.ZI, job.ZDI, job.ZDDI,
+                       job.KS)
     thread = threading.Thread(target=job.integrate, daemon=True)
     thread.start()
     jac = None
@@ -652,10 +647,22 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
     return job.result(), jac
 
 
+def _masks(cm, co, Gm) -> tuple:
+    """``(pkin, pskip, zskip)`` of the sweeps: kinematic and reverse-mode parameters,
+    cyclic degrees of freedom."""
+    return kinematic_parameters(cm, Gm), reverse_parameters(cm, Gm), cyclic_dofs(cm, co)
+
+
+def _sweep_args(masks, co, Gm, T, Z, ZI, ZDI, ZDDI, KS) -> tuple:
+    """The trajectory, parameter and measure arguments of the semi-recursive sweeps, from
+    ``TT`` to ``ms_c`` (:func:`_sens.direct_sweep`); ``masks`` from :func:`_masks`."""
+    return (T, Z, ZI, ZDI, ZDDI, KS, Gm, *masks, co.ms_type, co.ms_a, co.ms_c)
+
+
 def _jacobian_bytes(cm, co, npar, N) -> int:
-    """Bytes of the step Jacobians of a whole trajectory (pipelined adjoint)."""
-    d, nm = cm.d, co.n_measures
-    return 8 * N * (d * (2 * d + npar) + d * d + nm * (3 * d + npar) + nm + 1)
+    """Bytes of the step Jacobians of a whole trajectory (pipelined adjoint): ``N`` rows
+    of the layout of :func:`_sens.make_block`."""
+    return N * sum(a.nbytes for a in S.make_block(1, cm.d, npar, co.n_measures))
 
 
 def _threads(threads) -> int:
@@ -715,9 +722,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
     no, npar, nm = len(co.names), len(names), co.n_measures
     bounds = list(range(0, nsteps, seg)) + [nsteps]
     nseg = len(bounds) - 1
-    pkin = kinematic_parameters(cm, Gm)
-    pskip = reverse_parameters(cm, Gm)
-    zskip = cyclic_dofs(cm, co)
+    masks = _masks(cm, co, Gm)
 
     def rows_of(s):
         k0, k1 = bounds[s], bounds[s + 1]
@@ -782,11 +787,12 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         r = slice(0, kend - k0)
         _, GM = co.integrand_partials(MV, MV0)
         RUN = np.zeros((kend - k0, npar, no))
+        args = _sweep_args(masks, co, Gm, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
+                           sim.zddi[r], sim.states[r])
         st, k = S.adjoint_sweep(
-            ma, ma.p, form, dt, vcode, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
-            sim.zddi[r], sim.states[r], Gm, pkin, pskip, zskip, co.ms_type, co.ms_a, co.ms_c,
-            SZ0, SV0, np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0),
-            weights(k0, kend), GRAD, RUN, k0, N, carry, nthreads=nthreads)
+            ma, ma.p, form, dt, vcode, *args, SZ0, SV0, np.ascontiguousarray(GM[r]),
+            np.ascontiguousarray(C0), weights(k0, kend), GRAD, RUN, k0, N, carry,
+            nthreads=nthreads)
         _raise(cm, st, sim, k)
         if s == nseg - 1:
             run_t.append(sim.t[kend - k0 - 1])
