@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections import namedtuple
 
 from numba import njit, typeof, types
+from numba.core import cgutils
 from numba.experimental import structref
+from numba.extending import intrinsic, overload
+from numba.np.arrayobj import populate_array
 
 # frame (tree node) types
 FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
@@ -95,6 +98,100 @@ structref.define_boxing(ModelArraysType, KernelArrays)
 _CTORS: dict = {}
 
 
+@intrinsic
+def borrowed(typingctx, arr):
+    """A view of the array ``arr`` without a memory-info pointer (numba's reference count
+    of the buffer): reading it from a StructRef or passing it to a kernel then costs no
+    atomic increment/decrement (``NRT_incref`` returns at once for a null pointer).  The
+    owner of the buffer must outlive every use of the view."""
+    if not isinstance(arr, types.Array):
+        return None
+    sig = arr(arr)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        src = context.make_array(aryty)(context, builder, value=args[0])
+        dst = context.make_array(aryty)(context, builder)
+        populate_array(dst, data=src.data, shape=src.shape, strides=src.strides,
+                       itemsize=src.itemsize, meminfo=None, parent=None)
+        return dst._getvalue()
+
+    return sig, codegen
+
+
+_SCRATCH: dict = {}
+
+
+def scratch(*shape):
+    """A kernel helper that returns a C-contiguous float64 array of the constant ``shape``
+    on the stack of the kernel that calls it (uninitialised; no allocation, no reference
+    count: ``_B = scratch(3, 6, 3)`` at module level, ``B = _B()`` in the kernel).  For
+    the small fixed-size temporaries of the hot kernels; the array must not leave the
+    kernel that created it (not returned, not stored)."""
+    shape = tuple(int(k) for k in shape)
+    fn = _SCRATCH.get(shape)
+    if fn is not None:
+        return fn
+    size = 1
+    for k in shape:
+        size *= k
+    aryty = types.Array(types.float64, len(shape), "C")
+    strides = []
+    acc = 8
+    for k in reversed(shape):
+        strides.insert(0, acc)
+        acc *= k
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        ptr = cgutils.alloca_once(builder, context.get_value_type(types.float64),
+                                  size=size)
+        ary = context.make_array(aryty)(context, builder)
+        populate_array(ary, data=ptr,
+                       shape=cgutils.pack_array(builder, [intp(k) for k in shape]),
+                       strides=cgutils.pack_array(builder, [intp(k) for k in strides]),
+                       itemsize=intp(8), meminfo=None, parent=None)
+        return ary._getvalue()
+
+    def typer(typingctx):
+        return aryty(), codegen
+
+    typer.__name__ = "scratch_" + "x".join(str(k) for k in shape)
+    fn = _SCRATCH[shape] = intrinsic(typer)
+    return fn
+
+
+def borrow(x):
+    """``x`` with every array in it (nested tuples too) replaced by its :func:`borrowed`
+    view; other values unchanged.  For numba kernels only."""
+    raise NotImplementedError("borrow is a numba kernel helper")
+
+
+@overload(borrow)
+def _borrow_impl(x):
+    if isinstance(x, types.Array):
+        return lambda x: borrowed(x)
+    if isinstance(x, types.BaseTuple):
+        src = ("def impl(x):\n    return ("
+               + "".join(f"borrow(x[{i}]), " for i in range(len(x))) + ")\n")
+        ns = {"borrow": borrow}
+        exec(src, ns)
+        return ns["impl"]
+    return lambda x: x
+
+
+@intrinsic
+def keepalive(typingctx, x):
+    """A use of ``x`` that emits no code: the owner of :func:`borrowed` views lives (is
+    not released by numba) until this point of the kernel."""
+    sig = types.none(x)
+
+    def codegen(context, builder, signature, args):
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _constructor(kinds, tuple_cls=None, st_cls=None):
     """A jitted constructor for one combination of field types (compiled once per
     process; the kernels themselves are cached on disk)."""
@@ -106,8 +203,9 @@ def _constructor(kinds, tuple_cls=None, st_cls=None):
         st_type = st_cls(list(zip(tuple_cls._fields, kinds)))
         names = tuple_cls._fields
         src = (f"def ctor({', '.join(names)}):\n    st = new(T)\n"
-               + "".join(f"    st.{n} = {n}\n" for n in names) + "    return st\n")
-        ns = {"new": structref.new, "T": st_type}
+               + "".join(f"    st.{n} = {'b(' + n + ')' if isinstance(k, types.Array) else n}\n"
+                         for n, k in zip(names, kinds)) + "    return st\n")
+        ns = {"new": structref.new, "T": st_type, "b": borrowed}
         exec(src, ns)
         ctor = _CTORS[key] = njit(ns["ctor"])
     return ctor

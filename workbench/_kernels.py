@@ -27,6 +27,18 @@ from ._tire import TY_NPAR, tire_force
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
                       PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP,
                       TF_STEPS)
+from . import _arrays as AR
+
+# stack temporaries of constant shape (no allocation in the hot kernels)
+_S1x3x3 = AR.scratch(1, 3, 3)
+_S3 = AR.scratch(3)
+_S3x3 = AR.scratch(3, 3)
+_S3x3x3 = AR.scratch(3, 3, 3)
+_S4x3 = AR.scratch(4, 3)
+_S5x3 = AR.scratch(5, 3)
+_S6 = AR.scratch(6)
+_S6x6 = AR.scratch(6, 6)
+_S10x3 = AR.scratch(10, 3)
 
 # ----------------------------------------------------------------------------------------
 # small vector helpers
@@ -413,7 +425,7 @@ def point_jacobian(ma, p, A, r, bcol, k, J):
     b = ma.pt_body[k]
     if b < 0:
         return
-    x = np.empty(3)
+    x = _S3()
     point_position(ma, p, A, r, k, x)
     f = ma.b_frame[b]
     while f >= 0:
@@ -448,7 +460,7 @@ def vector_jacobian(ma, A, bcol, k, J):
     b = ma.vc_body[k]
     if b < 0:
         return
-    e = np.empty(3)
+    e = _S3()
     vector_global(ma, A, k, e)
     f = ma.b_frame[b]
     while f >= 0:
@@ -553,7 +565,7 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     c_type = ma.c_type
     c_i = ma.c_i
     nc = c_type.shape[0]
-    B = np.empty((3, 3, 3))
+    B = _S3x3x3()
     for k in range(nc):
         typ = c_type[k]
         if typ == C_PTCOMP:
@@ -633,7 +645,7 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     J1 = np.empty((3, n))
     J2 = np.empty((3, n))
     Je = np.empty((3, n))
-    _b3 = np.empty((4, 3))  # one allocation for the 3-vectors
+    _b3 = _S4x3()  # one allocation for the 3-vectors
     x1 = _b3[0]
     x2 = _b3[1]
     e1 = _b3[2]
@@ -688,7 +700,7 @@ def dof_values(ma, p, A, r, Z, Zd, z, zd, zdd, out_h, out_hd, out_hdd):
     dof_type = ma.dof_type
     dof_i = ma.dof_i
     nd = dof_type.shape[0]
-    B = np.empty((1, 3, 3))
+    B = _S1x3x3()
     for k in range(nd):
         if dof_type[k] == DOF_COORD:
             c = dof_i[k, 0]
@@ -740,8 +752,8 @@ def zero_length_spring(ma, p, A, r):
     exactly zero), or -1.  The force ``T (x2 - x1) / L`` of :func:`applied_forces` (and its
     tangent in the integrator) is undefined there, so callers check this first and report
     the spring by name instead of dividing by zero."""
-    x1 = np.empty(3)
-    x2 = np.empty(3)
+    x1 = _S3()
+    x2 = _S3()
     for s in range(ma.sp_pt.shape[0]):
         point_position(ma, p, A, r, ma.sp_pt[s, 0], x1)
         point_position(ma, p, A, r, ma.sp_pt[s, 1], x2)
@@ -768,10 +780,10 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     nb_[:, :] = 0.0
     Qj[:] = 0.0
     V = 0.0
-    _b3 = np.empty((10, 3))  # one allocation for the 3-vectors
+    _b3 = _S10x3()  # one allocation for the 3-vectors
     g = _b3[0]
     F = _b3[1]
-    JG = np.empty((3, 3))
+    JG = _S3x3()
     grav = ma.gravity
     for b in range(nbod):
         m = body_inertia(ma, p, A, r, b, g, JG)
@@ -887,10 +899,10 @@ def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
     """
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    _b3 = np.empty((3, 3))  # one allocation for the 3-vectors
+    _b3 = _S3x3()  # one allocation for the 3-vectors
     g = _b3[0]
-    JG = np.empty((3, 3))
-    Mb = np.empty((6, 6))
+    JG = _S3x3()
+    Mb = _S6x6()
     t1 = _b3[1]
     t2 = _b3[2]
     for f in range(nf):
@@ -933,9 +945,9 @@ def mass_matrix_origin(ma, p, A, r, bcol, n, M):
     ``M_jk = b_j^T M^S_k b_k`` for ``j`` an ancestor of (or equal to) ``k``."""
     nf = ma.fr_parent.shape[0]
     Mc = np.zeros((nf, 6, 6))
-    g = np.empty(3)
-    JG = np.empty((3, 3))
-    Mb = np.empty((6, 6))
+    g = _S3()
+    JG = _S3x3()
+    Mb = _S6x6()
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
@@ -947,7 +959,7 @@ def mass_matrix_origin(ma, p, A, r, bcol, n, M):
         if par >= 0:
             Mc[par] += Mc[f]
     M[:, :] = 0.0
-    w = np.empty(6)
+    w = _S6()
     for f in range(nf):
         ck = ma.fr_coord[f]
         if ck < 0:
@@ -978,8 +990,8 @@ def mass_matrix_origin(ma, p, A, r, bcol, n, M):
 def reference_points(ma, p, A, r, P):
     """Reference point of every frame: the centre of mass of its body, else its origin."""
     nf = ma.fr_parent.shape[0]
-    g = np.empty(3)
-    JG = np.empty((3, 3))
+    g = _S3()
+    JG = _S3x3()
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
@@ -996,8 +1008,8 @@ def com_columns(ma, r, u, P, bv):
     """Joint columns referred to the frame's reference point (seed 001 eq. 1a, ``b^v``):
     revolute ``[u x (P_f - r_f); u]``, prismatic ``[u; 0]``."""
     nf = ma.fr_parent.shape[0]
-    d = np.empty(3)
-    t = np.empty(3)
+    d = _S3()
+    t = _S3()
     for f in range(nf):
         typ = ma.fr_type[f]
         if typ == REVOLUTE:
@@ -1021,13 +1033,14 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
     """SR-I velocity/acceleration recursion (seed 001 eqs. 1a-1e) at reference points:
     ``V_f = B_f V_p + b^v_f zd``, ``Vd_f = B_f Vd_p + b^v_f zdd + d^v_f``."""
     nf = ma.fr_parent.shape[0]
-    _b3 = np.empty((5, 3))  # one allocation for the 3-vectors
+    _b3 = _S5x3()  # one allocation for the 3-vectors
     dPP = _b3[0]
     t1 = _b3[1]
     t2 = _b3[2]
     wpu = _b3[3]
     dPr = _b3[4]
-    zero3 = np.zeros(3)
+    zero3 = _S3()
+    zero3[:] = 0.0
     for f in range(nf):
         par = ma.fr_parent[f]
         c = ma.fr_coord[f]
@@ -1097,8 +1110,8 @@ def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
     fr_coord = ma.fr_coord
     nf = fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    g = np.empty(3)
-    JG = np.empty((3, 3))
+    g = _S3()
+    JG = _S3x3()
     for f in range(nf):
         b = fr_body[f]
         if b < 0:
@@ -1182,10 +1195,10 @@ def mass_matrix_com(ma, p, A, r, P, bv, n, M):
     """Mass matrix by SR-I composite inertias referred to each frame's reference point."""
     nf = ma.fr_parent.shape[0]
     Mc = np.zeros((nf, 6, 6))
-    g = np.empty(3)
-    JG = np.empty((3, 3))
-    tmp = np.empty((6, 6))
-    d = np.empty(3)
+    g = _S3()
+    JG = _S3x3()
+    tmp = _S6x6()
+    d = _S3()
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
@@ -1204,7 +1217,7 @@ def mass_matrix_com(ma, p, A, r, P, bv, n, M):
                 for j in range(6):
                     Mc[par, i, j] += tmp[i, j]
     M[:, :] = 0.0
-    w = np.empty(6)
+    w = _S6()
     for f in range(nf):
         ck = ma.fr_coord[f]
         if ck < 0:
@@ -1237,9 +1250,9 @@ def mass_matrix_com(ma, p, A, r, P, bv, n, M):
 @njit(cache=True)
 def kinetic_energy(ma, p, A, r, Z):
     nbod = ma.b_frame.shape[0]
-    g = np.empty(3)
-    JG = np.empty((3, 3))
-    vg = np.empty(3)
+    g = _S3()
+    JG = _S3x3()
+    vg = _S3()
     T = 0.0
     for b in range(nbod):
         m = body_inertia(ma, p, A, r, b, g, JG)

@@ -19,6 +19,13 @@ from numba import njit
 
 from . import _kernels as K
 from . import _tire as TY
+from . import _arrays as AR
+
+# stack temporaries of constant shape (no allocation in the hot kernels)
+_S3 = AR.scratch(3)
+_S3x3 = AR.scratch(3, 3)
+_S64 = AR.scratch(64)
+_S256 = AR.scratch(256)
 
 # status codes returned by the kernels
 OK = 0
@@ -121,7 +128,11 @@ def qr_solve(V, beta, Rm, b, x):
     """Least-squares solution of ``A x = b`` from :func:`qr_factor`."""
     mr = V.shape[1]
     n = Rm.shape[0]
-    y = b.copy()
+    if mr <= 64:
+        y = _S64()[:mr]
+        y[:] = b
+    else:
+        y = b.copy()
     for k in range(n):
         s = 0.0
         for i in range(k, mr):
@@ -608,15 +619,15 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     J1 = np.empty((3, n))
     J2 = np.empty((3, n))
     D = np.empty((3, n))
-    x1 = np.empty(3)
-    v1 = np.empty(3)
-    a1 = np.empty(3)
-    x2 = np.empty(3)
-    v2 = np.empty(3)
-    a2 = np.empty(3)
-    e = np.empty(3)
-    Ks = np.empty((3, 3))
-    Cs = np.empty((3, 3))
+    x1 = _S3()
+    v1 = _S3()
+    a1 = _S3()
+    x2 = _S3()
+    v2 = _S3()
+    a2 = _S3()
+    e = _S3()
+    Ks = _S3x3()
+    Cs = _S3x3()
     SD = np.empty((3, n))
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
@@ -656,8 +667,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         nX = TY.X_ROAD + road.shape[0]
         JF = np.empty((3, nX))
         JP = np.empty((3, nX))
-        Ft = np.empty(3)
-        Pt = np.empty(3)
+        Ft = _S3()
+        Pt = _S3()
         Jw = np.empty((3, n))
         Jm = np.empty((3, n))
         dFz = np.empty((3, n))
@@ -726,7 +737,7 @@ def _sub_atb(J, F, out):
 def _project(Rphi, M, out):
     """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call)."""
     n, d = Rphi.shape
-    MR_ = np.empty((n, d))
+    MR_ = _S256()[:n * d].reshape((n, d)) if n * d <= 256 else np.empty((n, d))
     for i in range(n):
         for j in range(d):
             s = 0.0
@@ -796,25 +807,44 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
     """
     n = z0.shape[0]
     d = zi0.shape[0]
+    # every work array of the run, owned here; the run itself sees views without
+    # reference counts (no atomic increments per kernel call; _arrays.borrowed)
+    own = (make_workspace(ma, n), np.zeros((13, n)), np.zeros((15, d)),
+           np.zeros((n, d)), np.zeros((3, n, n)), np.zeros((6, d, d)))
+    out = _integrate(ma, AR.borrow(p), form, t0, h, nsteps, AR.borrow(zi0), AR.borrow(zdi0),
+                     AR.borrow(z0), newton_tol, newton_maxit, pos_tol, pos_maxit, conservative,
+                     AR.borrow((T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
+                                VIOL_out, VVIOL_out, IT_out, E_out, STEP_out)),
+                     resume, AR.borrow(a_init), AR.borrow(aprev_init), nplain_init, kofs,
+                     AR.borrow(KS_out), AR.borrow(progress), AR.borrow(own))
+    AR.keepalive(own)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit, pos_tol,
+               pos_maxit, conservative, outs, resume, a_init, aprev_init, nplain_init, kofs,
+               KS_out, progress, work):
+    """The run of :func:`integrate_trapezoidal` with its work arrays ``work`` (borrowed
+    views of the arrays it owns)."""
+    (T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out,
+     E_out, STEP_out) = outs
+    ws, vn, vd, Rphi, nn, dd = work
+    n = z0.shape[0]
+    d = zi0.shape[0]
     m = ma.c_type.shape[0]
-    ws = make_workspace(ma, n)
-    z = z0.copy()
-    zd = np.zeros(n)
-    zddb = np.zeros(n)
-    zdd = np.zeros(n)
-    Rphi = np.zeros((n, d))
-    tau = np.zeros(n)
-    Md = np.zeros((n, n))
-    Kd = np.zeros((n, n))
-    Cd = np.zeros((n, n))
-    Mb = np.zeros((d, d))
-    Tm = np.zeros((d, d))
-    Kb = np.zeros((d, d))
-    Cb = np.zeros((d, d))
-    zi = zi0.copy()
-    zdi = zdi0.copy()
-    a = np.zeros(d)
-    res = np.zeros(d)
+    z, zd, zddb, zdd, tau, cz, czd, czdd, zn, zdn, zddn = (vn[0], vn[1], vn[2], vn[3], vn[4],
+                                                           vn[5], vn[6], vn[7], vn[8], vn[9],
+                                                           vn[10])
+    zi, zdi, a, res, ca, czi, czdi, an, aprev, aprev2, aprev3, zin, zdin = (
+        vd[0], vd[1], vd[2], vd[3], vd[4], vd[5], vd[6], vd[7], vd[8], vd[9], vd[10], vd[11],
+        vd[12])
+    rhs, da = vd[13], vd[14]
+    Md, Kd, Cd = nn[0], nn[1], nn[2]
+    Mb, Tm, Kb, Cb, Mw = dd[0], dd[1], dd[2], dd[3], dd[4]
+    z[:] = z0
+    zi[:] = zi0
+    zdi[:] = zdi0
     t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
 
     # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
@@ -829,16 +859,14 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
         return ST_ZERO_SPRING, 0, t, 0.0, bad
     Vpot = residual_tau(ma, p, t, z, zd, zddb, ws, form, tau)
     if resume:
-        a = a_init.copy()
+        a[:] = a_init
     else:
         mass_matrix(ma, p, ws, form, n, Md)
         _project(Rphi, Md, Mb)
-        rhs = np.empty(d)
         _rt_vec(Rphi, tau, rhs)
         for k in range(d):
-            rhs[k] = -rhs[k]
-        a, ok = lu_solve_small(Mb, rhs)
-        if not ok:
+            a[k] = -rhs[k]
+        if not lu_solve_inplace(Mb, a.reshape((d, 1)), Mw):
             return ST_MASS, 0, t, 0.0, -1
     for k in range(n):
         zdd[k] = zddb[k]
@@ -848,32 +876,34 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
 
-    ca = a.copy()
-    czi = zi.copy()
-    czdi = zdi.copy()
-    cz = z.copy()
-    czd = zd.copy()
-    czdd = zdd.copy()
-    an = a.copy()
+    ca[:] = a
+    czi[:] = zi
+    czdi[:] = zdi
+    cz[:] = z
+    czd[:] = zd
+    czdd[:] = zdd
+    an[:] = a
     # accelerations of the three nodes before ``an`` (for the predictor), ``nplain`` of them
     # usable: reached by plain steps of length h
-    aprev = a.copy()
-    aprev2 = a.copy()
-    aprev3 = a.copy()
+    aprev[:] = a
+    aprev2[:] = a
+    aprev3[:] = a
     nplain = 0
     if resume:
         aprev[:] = aprev_init[0]
         aprev2[:] = aprev_init[1]
         aprev3[:] = aprev_init[2]
         nplain = nplain_init
-    zin = zi.copy()
-    zdin = zdi.copy()
-    zn = z.copy()
-    zdn = zd.copy()
-    zddn = zdd.copy()
-    vnull = np.zeros(n)
+    zin[:] = zi
+    zdin[:] = zdi
+    zn[:] = z
+    zdn[:] = zd
+    zddn[:] = zdd
+    vnull = vn[11]
+    vnull[:] = 0.0
     # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
-    zfac = z.copy()
+    zfac = vn[12]
+    zfac[:] = z
     fac_ok = True
     k0 = 0                               # last output row written
     while k0 < nsteps:
@@ -992,8 +1022,9 @@ def integrate_trapezoidal(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol,
                         for i in range(d):
                             for j in range(d):
                                 Tm[i, j] = Mb[i, j] + 0.5 * hs * Cb[i, j] + 0.25 * hs * hs * Kb[i, j]
-                    da, ok = lu_solve_small(Tm, -res)
-                    if not ok:
+                    for k in range(d):
+                        da[k] = -res[k]
+                    if not lu_solve_inplace(Tm, da.reshape((d, 1)), Mw):
                         status = ST_MASS
                         break
                     dnorm = _maxabs(da)

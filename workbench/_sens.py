@@ -34,9 +34,17 @@ import numpy as np
 from numba import njit, prange
 
 from ._arrays import C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
+from . import _arrays as AR
 from . import _kernels as K
 from . import _matrixr as MR
 from . import _tangent as T
+
+# stack temporaries of constant shape (no allocation in the hot kernels)
+_S1x6x3 = AR.scratch(1, 6, 3)
+_S3 = AR.scratch(3)
+_S3x3 = AR.scratch(3, 3)
+_S12x3 = AR.scratch(12, 3)
+_S64 = AR.scratch(64)
 
 # measure kinds
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
@@ -48,7 +56,8 @@ def qr_solve_transpose(V, beta, Rm, c, mu):
     (``mu = Q [Rm^-T c; 0]``), i.e. ``mu = (A^+)^T c``."""
     mr = V.shape[1]
     n = Rm.shape[0]
-    y = np.zeros(mr)
+    y = _S64()[:mr] if mr <= 64 else np.empty(mr)
+    y[:] = 0.0
     for i in range(n):
         s = c[i]
         for j in range(i):
@@ -74,9 +83,9 @@ def qr_solve_transpose(V, beta, Rm, c, mu):
 @njit(cache=True)
 def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
     """Values of the objective measures at a state (kinematics in ``A, r, Z, Zd``)."""
-    x = np.empty(3)
-    v = np.empty(3)
-    a = np.empty(3)
+    x = _S3()
+    v = _S3()
+    a = _S3()
     last = -1               # the point whose kinematics x, v, a hold
     for k in range(ms_type.shape[0]):
         typ = ms_type[k]
@@ -102,9 +111,13 @@ def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
 
 @njit(cache=True)
 def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
-               out):
-    """Tangents of :func:`measures`."""
-    B = np.empty((1, 6, 3))
+               out, vdir, outA):
+    """Tangents of :func:`measures`.  ``vdir`` (a velocity direction ``dzd``, nothing else
+    moves): ``outA`` also receives the tangents of the acceleration measures in the
+    acceleration direction ``dzdd = dzd`` (the same linear map: a point's velocity is
+    ``J zd`` and its acceleration ``J zdd + Jd zd``, so ``da/dzdd = dv/dzd``; other
+    measures do not depend on the accelerations: 0)."""
+    B = _S1x6x3()
     # the point whose tangents B holds (consecutive measures of one point share them)
     last = -1
     for k in range(ms_type.shape[0]):
@@ -116,6 +129,8 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
                 T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
                 last = i
             out[k] = B[0, 3, c] if typ == MS_POS else (B[0, 4, c] if typ == MS_VEL else B[0, 5, c])
+            if vdir:
+                outA[k] = B[0, 4, c] if typ == MS_ACC else 0.0
         elif typ == MS_ANGVEL:
             out[k] = dZ[ma.b_frame[i], 3 + c]
         elif typ == MS_ANGVEL_BODY:
@@ -135,6 +150,8 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
             out[k] = dzd[i]
         else:
             out[k] = dzdd[i]
+        if vdir and typ > MS_ACC:
+            outA[k] = dzd[i] if typ == MS_COORD_ACC else 0.0
 
 
 # ----------------------------------------------------------------------------------------
@@ -425,7 +442,8 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     bJ = np.zeros((nbod, 3, 3))
     f6 = np.zeros((10, nf, 6))        # dbv, dVc, dVdc, db, dZ, dZd, dZj, zero, Fs, dFs
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
-             np.zeros(d), np.zeros(m + d), np.zeros(nm))   # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv
+             np.zeros(d), np.zeros(m + d), np.zeros(nm), np.zeros(nm))
+    # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
     rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
     bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
           zskip.copy())
@@ -479,7 +497,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     db, dZ, dZd, dZj, zeroF = f6[3], f6[4], f6[5], f6[6], f6[7]
     dfb, dnb, bg = b3[0], b3[1], b3[2]
     Fs, dFs = f6[8], f6[9]
-    mu, dp, dphi, dh, dhd, dhdd, rhs, dmv = small
+    mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
     st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
     if st != MR.OK:
         return st
@@ -520,9 +538,8 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         for k in range(nm):
             for j in range(d):
                 Jm[k, 2 * d + j] = 0.0
-    nloop = ncol + d if acc_meas else ncol
-    for col in range(nloop):
-        # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol), A (ncol <= col)
+    for col in range(ncol):
+        # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol)
         if col < d and zskip[col] != 0:
             # the position of a cyclic DOF (sensitivity.cyclic_dofs, e.g. a wheel spin
             # angle): nothing the residual or the measures read moves, dTheta = 0
@@ -534,7 +551,6 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
             continue
         has_p = 2 * d <= col < ncol
         is_v = d <= col < 2 * d
-        is_a = col >= ncol
         if has_p and pskip[col - 2 * d] != 0:
             for k in range(d):
                 Jr[k, col] = 0.0
@@ -546,11 +562,11 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 dp[i] = Gm[i, col - 2 * d]
         else:
             dp[:] = 0.0
-        # A directions, V directions and parameters bound to no kinematic field (masses,
-        # inertias, force-element data) leave the position problem (and so R, Theta_z)
-        # unchanged: dz = 0 and dTheta = 0.  V and A directions only seed dzd = R e_k,
-        # dzdd = R e_k (Theta_z dzd = [0; e_k]); the other zero tangents are set directly.
-        static = is_v or is_a or (has_p and pkin[col - 2 * d] == 0)
+        # V directions and parameters bound to no kinematic field (masses, inertias,
+        # force-element data) leave the position problem (and so R, Theta_z) unchanged:
+        # dz = 0 and dTheta = 0.  V directions only seed dzd = R e_k (Theta_z dzd = [0;
+        # e_k]); the other zero tangents are set directly.
+        static = is_v or (has_p and pkin[col - 2 * d] == 0)
         if static:
             dz[:] = 0.0
             dzd[:] = 0.0
@@ -561,12 +577,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
             db[:, :] = 0.0
             dZ[:, :] = 0.0
             dZd[:, :] = 0.0
-        if is_a:
-            for k in range(n):
-                dzdd[k] = R[k, col - ncol]
-            T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
-                                    dZd)
-        elif is_v:
+        if is_v:
             for k in range(n):
                 dzd[k] = R[k, col - d]
             T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
@@ -607,7 +618,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 rhs[m + k] = -dhd[k]
             MR.qr_solve(V, beta, Rm, rhs, dzd)
             T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
-        if (not is_a) and not (static and not is_v):
+        if not (static and not is_v):
             # ---- acceleration level (eqs 32c, 37c)
             T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db, dZ,
                                     dZd)
@@ -625,14 +636,16 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
             MR.qr_solve(V, beta, Rm, rhs, dzdd)
             T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
                                     dZd)
-        # ---- measures
+        # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
+        # = dm/dV_j of the velocity level, :func:`measures_t`)
         measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
-                   dmv)
-        jc = col if col < 2 * d else (col + d if has_p else col - npar)
+                   dmv, is_v and acc_meas, dmA)
+        jc = col if col < 2 * d else col + d
         for k in range(nm):
             Jm[k, jc] = dmv[k]
-        if col >= ncol:
-            continue
+        if is_v and acc_meas:
+            for k in range(nm):
+                Jm[k, col + d] = dmA[k]
         # ---- residual: dr = R^T dtau + dR^T tau,  dR^T tau = -(dTheta R)^T mu  (eqs 53-57)
         # velocity directions and the static parameters' directions with dp = 0 move no
         # position and no field
@@ -732,14 +745,16 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     nskip = 0
     for q in range(npar):
         nskip += pskip[q]
-    sw = make_step_workspace(ma, nz, npar, nm, zskip)
-    Rst = np.zeros((nz, d))
-    zdst = np.zeros(nz)
-    zddst = np.zeros(nz)
+    own = (make_step_workspace(ma, nz, npar, nm, zskip), np.zeros((nz, d)), np.zeros(nz),
+           np.zeros(nz), make_vjp_workspace(ma, nz, d), np.eye(d), np.zeros((npar, d)))
+    # views without reference counts (the owners above and the caller's arrays outlive
+    # the loop): no atomic increments when they are passed to the kernels
+    sw, Rst, zdst, zddst, vw, eye, Pq = AR.borrow(own)
+    p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
+                                                             pkin, pskip))
+    ms_type, ms_a, ms_c, JR, MB, JM, MVb, STb = AR.borrow((ms_type, ms_a, ms_c, JR, MB, JM,
+                                                           MVb, STb))
     kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
-    vw = make_vjp_workspace(ma, nz, d)
-    eye = np.eye(d)
-    Pq = np.zeros((npar, d))
     for i in range(i0, i1):
         k = k0 + i
         Jr = JR[i]
@@ -755,6 +770,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             if pskip[q] != 0:
                 for j in range(d):
                     Jr[j, 2 * d + q] = Pq[q, j]
+    AR.keepalive(own)
 
 
 @njit(cache=True, parallel=True, nogil=True)
@@ -821,15 +837,15 @@ def direct_block(h, k0, k1, blk, SS, MV, DM, SA_out):
     """The direct recursion over rows ``k0 .. k1 - 1`` (Jacobians in ``blk``); ``SS`` holds
     the sensitivities ``S_Z, S_V, S_A`` of the previous row (at row 0: the initial ones)
     and is updated.  Returns (status, row)."""
-    JR, MB, JM, MVb, STb = blk
+    JR, MB, JM, MVb, STb = AR.borrow(blk)
     d = JR.shape[1]
     npar = JR.shape[2] - 2 * d
     nm = JM.shape[1]
+    SS, MV, DM, SA_out = AR.borrow((SS, MV, DM, SA_out))
     SZ, SV, SA = SS[0], SS[1], SS[2]
-    pZ = np.zeros((d, npar))
-    pV = np.zeros((d, npar))
-    Tm = np.zeros((d, d))
-    Mw = np.zeros((d, d))
+    own = (np.zeros((2, d, npar)), np.zeros((2, d, d)))
+    b2, bd = AR.borrow(own)
+    pZ, pV, Tm, Mw = b2[0], b2[1], bd[0], bd[1]
     for nstep in range(k0, k1):
         i = nstep - k0
         if STb[i] != MR.OK:
@@ -873,6 +889,7 @@ def direct_block(h, k0, k1, blk, SS, MV, DM, SA_out):
                     s += Jm[k, i2] * SZ[i2, j] + Jm[k, d + i2] * SV[i2, j] \
                         + Jm[k, 2 * d + i2] * SA[i2, j]
                 Dn[k, j] = s
+    AR.keepalive(own)
     return MR.OK, k1
 
 
@@ -930,17 +947,15 @@ def adjoint_block(h, variant, k0, k1, blk, SZ0, SV0, GM, C0, W, GRAD, RUN, row0,
     """The adjoint recursion over rows ``k1 - 1`` down to ``k0`` (Jacobians in ``blk``);
     ``carry`` holds the adjoint state of the later row (see :func:`adjoint_sweep`) and is
     updated.  Returns (status, row)."""
-    JR, MB, JM, MVb, STb = blk
+    JR, MB, JM, MVb, STb = AR.borrow(blk)
     d = JR.shape[1]
     npar = JR.shape[2] - 2 * d
     nm = JM.shape[1]
     no = GM.shape[2]
-    cmv = np.zeros((nm, no))
-    TmT = np.zeros((d, d))
-    Mw = np.zeros((d, d))
-    muS = np.zeros((d, no))
-    lpZ = np.zeros((d, no))
-    lpV = np.zeros((d, no))
+    SZ0, SV0, GM, C0, W, GRAD, RUN, carry = AR.borrow((SZ0, SV0, GM, C0, W, GRAD, RUN, carry))
+    own = (np.zeros((nm, no)), np.zeros((2, d, d)), np.zeros((3, d, no)))
+    cmv, bd, bo = AR.borrow(own)
+    TmT, Mw, muS, lpZ, lpV = bd[0], bd[1], bo[0], bo[1], bo[2]
     # discrete: cotangents of (Z, V, A) of the step being processed;
     # continuous: mu = (muZ, muV) and its rate at the later step
     lZ, lV, lA, muZ, muV, dmuZ1, dmuV1 = (carry[0], carry[1], carry[2], carry[3], carry[4],
@@ -964,6 +979,7 @@ def adjoint_block(h, variant, k0, k1, blk, SZ0, SV0, GM, C0, W, GRAD, RUN, row0,
         if st != MR.OK:
             return st, nstep
         RUN[nstep] = GRAD
+    AR.keepalive(own)
     return MR.OK, k0
 
 
@@ -1288,12 +1304,12 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
     nl = Vv.shape[0]
     for j in range(nl):
         K.frame_velocities(ma, Vv[j], bcol, Zv[j])
-    b3 = np.empty((12, 3))
+    b3 = _S12x3()
     g, w, al, wv, ag, vg, t1, t2, dg, wb, alb, wvb = (b3[0], b3[1], b3[2], b3[3], b3[4], b3[5],
                                                       b3[6], b3[7], b3[8], b3[9], b3[10],
                                                       b3[11])
-    ac = np.empty(3)
-    JG = np.empty((3, 3))
+    ac = _S3()
+    JG = _S3x3()
     grav = ma.gravity
     for b in range(ma.b_frame.shape[0]):
         f = ma.b_frame[b]

@@ -28,6 +28,17 @@ from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF
                       PRISMATIC, REVOLUTE)
 from . import _kernels as K
 from . import _tire as TY
+from . import _arrays as AR
+
+# stack temporaries of constant shape (no allocation in the hot kernels)
+_S1x6x3 = AR.scratch(1, 6, 3)
+_S2x6x3 = AR.scratch(2, 6, 3)
+_S3 = AR.scratch(3)
+_S3x3 = AR.scratch(3, 3)
+_S3x6x3 = AR.scratch(3, 6, 3)
+_S4x3 = AR.scratch(4, 3)
+_S7x3 = AR.scratch(7, 3)
+_S20x3 = AR.scratch(20, 3)
 
 
 @njit(cache=True, inline="always")
@@ -58,7 +69,7 @@ def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du):
     ``u_f = A_p a``: ``du_f = th_p x u_f``; ``th_f = th_p + u_f dz_f`` (revolute).
     """
     nf = ma.fr_parent.shape[0]
-    t1 = np.empty(3)
+    t1 = _S3()
     for f in range(nf):
         par = ma.fr_parent[f]
         o = ma.fr_off[f]
@@ -584,7 +595,7 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
     c_type = ma.c_type
     c_i = ma.c_i
     nc = c_type.shape[0]
-    B = np.empty((3, 6, 3))
+    B = _S3x6x3()
     for k in range(nc):
         typ = c_type[k]
         if typ == C_PTCOMP:
@@ -689,7 +700,7 @@ def dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd
     dof_type = ma.dof_type
     dof_i = ma.dof_i
     nd = dof_type.shape[0]
-    B = np.empty((1, 6, 3))
+    B = _S1x6x3()
     for k in range(nd):
         if dof_type[k] == DOF_COORD:
             c = dof_i[k, 0]
@@ -759,7 +770,7 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
     dQj[:] = 0.0
-    _b3 = np.empty((20, 3))  # one allocation for the 3-vectors
+    _b3 = _S20x3()  # one allocation for the 3-vectors
     F = _b3[2]
     dF = _b3[3]
     grav = ma.gravity
@@ -772,7 +783,7 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                             dm * gr0, dm * gr1, dm * gr2)
     # the two points' kinematics in one buffer (point_kinematics_tb: no row views):
     # Bp[s] rows x, v, a, dx, dv, da of point s; _b3 rows 16-19: d, dd, td, tdd
-    Bp = np.empty((2, 6, 3))
+    Bp = _S2x6x3()
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -851,10 +862,10 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
     droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
     # centre and spin axis kinematics in one buffer (point/vector_kinematics_tb: no row
     # views, the same operations)
-    Bk = np.empty((2, 6, 3))
+    Bk = _S2x6x3()
     c, vc, dc, dvc = Bk[0, 0], Bk[0, 1], Bk[0, 3], Bk[0, 4]
     e, de = Bk[1, 0], Bk[1, 3]
-    _b3 = np.empty((4, 3))
+    _b3 = _S4x3()
     F, P, dF, dP = _b3[0], _b3[1], _b3[2], _b3[3]
     for s in range(ma.ty_pt.shape[0]):
         k1 = ma.ty_pt[s]
@@ -888,11 +899,11 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
     dFs = np.zeros((nf, 6))
-    _b3 = np.empty((7, 3))  # one allocation for the 3-vectors
+    _b3 = _S7x3()  # one allocation for the 3-vectors
     g = _b3[0]
-    JG = np.empty((3, 3))
+    JG = _S3x3()
     dg = _b3[1]
-    dJG = np.empty((3, 3))
+    dJG = _S3x3()
     t1 = _b3[2]
     t2 = _b3[3]
     t3 = _b3[4]
@@ -998,8 +1009,8 @@ def reference_points_t(ma, dr, dP, bdg):
 def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
     """Tangent of :func:`_kernels.com_columns`: revolute ``[u x (P - r); u]``."""
     nf = ma.fr_parent.shape[0]
-    d = np.empty(3)
-    dd = np.empty(3)
+    d = _S3()
+    dd = _S3()
     for f in range(nf):
         typ = ma.fr_type[f]
         if typ == REVOLUTE:
@@ -1217,8 +1228,9 @@ def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, d
     nf = ma.fr_parent.shape[0]
     Fs[:, :] = 0.0
     dFs[:, :] = 0.0
-    wk = np.empty((3, 3))       # Jw, dJw, dg
-    dJG = np.zeros((3, 3))
+    wk = _S3x3()       # Jw, dJw, dg
+    dJG = _S3x3()
+    dJG[:] = 0.0
     for f in range(nf):
         b = ma.fr_body[f]
         if b < 0:
