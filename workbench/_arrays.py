@@ -12,6 +12,20 @@ inline.  With ~40 arrays that cost ~0.8 us per kernel call (measured: a point-ki
 call 1.4 us through the tuple, 0.01 us through a StructRef), which dominated the time
 step.  A StructRef is passed as one pointer.  Python code reads the fields as attributes
 as before (they are served from the named-tuple copy kept on the proxy).
+
+Reference counts.  numba counts the references of every array it passes to a kernel that
+LLVM does not inline and of every view it takes (an atomic increment and decrement of the
+buffer's memory-info record, a pipeline-serialising ``lock`` instruction each): in the
+hot loops they took about half of the time (measured with ``perf`` on the five-bar step
+Jacobians).  Hence three helpers for the kernels:
+
+* :func:`borrowed` / :func:`borrow`: views without a memory-info pointer, for which
+  ``NRT_incref``/``NRT_decref`` return at once.  The StructRef's arrays are borrowed
+  from the proxy's named tuple (which owns them for as long as the proxy lives: the
+  kernels never keep or return the StructRef); the integrator, the step-Jacobian rows and
+  the sweep recursions borrow their inputs (owned by the caller for the call) and their
+  work arrays (owned by the kernel, kept alive to its end by :func:`keepalive`);
+* :func:`scratch`: constant-shape temporaries on the stack instead of ``np.empty``.
 """
 
 from __future__ import annotations
