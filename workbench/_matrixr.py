@@ -833,13 +833,14 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
     n = z0.shape[0]
     d = zi0.shape[0]
     m = ma.c_type.shape[0]
-    z, zd, zddb, zdd, tau, cz, czd, czdd, zn, zdn, zddn = (vn[0], vn[1], vn[2], vn[3], vn[4],
-                                                           vn[5], vn[6], vn[7], vn[8], vn[9],
-                                                           vn[10])
-    zi, zdi, a, res, ca, czi, czdi, an, aprev, aprev2, aprev3, zin, zdin = (
-        vd[0], vd[1], vd[2], vd[3], vd[4], vd[5], vd[6], vd[7], vd[8], vd[9], vd[10], vd[11],
-        vd[12])
-    rhs, da = vd[13], vd[14]
+    # three copies of the state, rows 3s .. 3s + 2 of vn (z, zd, zdd) and of vd (zi, zdi, a):
+    # s = 0 the iterate, s = 1 the last accepted node (c...), s = 2 the last output row (...n)
+    z, zd, zdd, cz, czd, czdd, zn, zdn, zddn = (vn[0], vn[1], vn[2], vn[3], vn[4], vn[5],
+                                                vn[6], vn[7], vn[8])
+    zi, zdi, a, czi, czdi, ca, zin, zdin, an = (vd[0], vd[1], vd[2], vd[3], vd[4], vd[5],
+                                                vd[6], vd[7], vd[8])
+    zddb, tau, vnull, zfac = vn[9], vn[10], vn[11], vn[12]
+    res, aprev, aprev2, aprev3, rhs, da = vd[9], vd[10], vd[11], vd[12], vd[13], vd[14]
     Md, Kd, Cd = nn[0], nn[1], nn[2]
     Mb, Tm, Kb, Cb, Mw = dd[0], dd[1], dd[2], dd[3], dd[4]
     z[:] = z0
@@ -876,13 +877,8 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
 
-    ca[:] = a
-    czi[:] = zi
-    czdi[:] = zdi
-    cz[:] = z
-    czd[:] = zd
-    czdd[:] = zdd
-    an[:] = a
+    _copy_state3(vn, vd, 1, 0)
+    _copy_state3(vn, vd, 2, 0)
     # accelerations of the three nodes before ``an`` (for the predictor), ``nplain`` of them
     # usable: reached by plain steps of length h
     aprev[:] = a
@@ -894,15 +890,8 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
         aprev2[:] = aprev_init[1]
         aprev3[:] = aprev_init[2]
         nplain = nplain_init
-    zin[:] = zi
-    zdin[:] = zdi
-    zn[:] = z
-    zdn[:] = zd
-    zddn[:] = zdd
-    vnull = vn[11]
     vnull[:] = 0.0
     # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
-    zfac = vn[12]
     zfac[:] = z
     fac_ok = True
     k0 = 0                               # last output row written
@@ -924,12 +913,7 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
         rn = 0.0
         iters_total = 0
         while True:
-            ca[:] = an
-            czi[:] = zin
-            czdi[:] = zdin
-            cz[:] = zn
-            czd[:] = zdn
-            czdd[:] = zddn
+            _copy_state3(vn, vd, 1, 2)
             status = OK
             iters_total = 0
             hs = span * h / nsub
@@ -1041,12 +1025,7 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
                 if status != OK:
                     break
                 iters_total += iters
-                ca[:] = a
-                czi[:] = zi
-                czdi[:] = zdi
-                cz[:] = z
-                czd[:] = zd
-                czdd[:] = zdd
+                _copy_state3(vn, vd, 1, 0)
             if merging:
                 if d > 0 and span < MAX_SPAN and k0 + span < nsteps:
                     # the last factorisation in ws is Theta_z at the end node (OK) or at the
@@ -1110,15 +1089,19 @@ def _integrate(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_max
             nplain = min(nplain + 1, 3)
         else:
             nplain = 0
-        an[:] = ca
-        zin[:] = czi
-        zdin[:] = czdi
-        zn[:] = cz
-        zdn[:] = czd
-        zddn[:] = czdd
+        _copy_state3(vn, vd, 2, 1)
         k0 = k1
         progress[0] = k1 + 1
     return OK, nsteps, t, 0.0, -1
+
+
+@njit(cache=True)
+def _copy_state3(vn, vd, dst, src):
+    """Copy the state ``src`` to ``dst`` in the integrator's work arrays (rows ``3s .. 3s +
+    2`` of ``vn``: z, zd, zdd and of ``vd``: zi, zdi, a; see :func:`_integrate`)."""
+    for i in range(3):
+        vn[3 * dst + i, :] = vn[3 * src + i]
+        vd[3 * dst + i, :] = vd[3 * src + i]
 
 
 @njit(cache=True)
