@@ -420,6 +420,57 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
 
 
 @njit(cache=True)
+def theta_columns(V, beta, Rm, m, e, x, S):
+    """The first ``m`` columns ``S`` (n x m) of ``Theta_z^+`` (the constraint rows; the
+    last ``d`` are ``R^Phi``, :func:`_matrixr.factor_r`), from the QR factors of
+    :func:`_matrixr.qr_factor`; ``e`` (m + d) and ``x`` (n) are work vectors."""
+    n = S.shape[0]
+    for i in range(m):
+        e[:] = 0.0
+        e[i] = 1.0
+        MR.qr_solve(V, beta, Rm, e, x)
+        for k in range(n):
+            S[k, i] = x[k]
+
+
+@njit(cache=True)
+def theta_apply(S, R, b, x):
+    """``x = Theta_z^+ b = S b[:m] + R^Phi b[m:]`` (:func:`theta_columns`); a zero block of
+    ``b`` is skipped (the DOF rows of every tangent solve of a coordinate DOF direction)."""
+    n, m = S.shape
+    d = R.shape[1]
+    for k in range(n):
+        x[k] = 0.0
+    for i in range(m):
+        bi = b[i]
+        if bi != 0.0:
+            for k in range(n):
+                x[k] += S[k, i] * bi
+    for j in range(d):
+        bj = b[m + j]
+        if bj != 0.0:
+            for k in range(n):
+                x[k] += R[k, j] * bj
+
+
+@njit(cache=True)
+def add_column_rates(ma, dq, bcol, E, dX):
+    """``dX[f] += sum of bcol[g] dq[coord(g)]`` over frame ``f`` and its ancestors ``g``
+    (``E`` receives the sums): the part of :func:`_tangent.frame_velocities_t` (``dq`` =
+    dzd) and :func:`_tangent.frame_accelerations_t` (``dq`` = dzdd) that is linear in the
+    joint-rate tangent, added after a first call with ``dq = 0``."""
+    nf = ma.fr_parent.shape[0]
+    for f in range(nf):
+        par = ma.fr_parent[f]
+        c = ma.fr_coord[f]
+        q = dq[c] if c >= 0 else 0.0
+        for i in range(6):
+            e = (E[par, i] if par >= 0 else 0.0) + bcol[f, i] * q
+            E[f, i] = e
+            dX[f, i] += e
+
+
+@njit(cache=True)
 def make_step_workspace(ma, n, npar, nm, zskip):
     """Work arrays of :func:`step_jacobians_ws`, allocated once per sweep (``n`` joint
     coordinates, ``npar`` parameters, ``nm`` measures): the kinematic workspace of
@@ -435,12 +486,12 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     vec_n = np.zeros((8, n))          # zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj
     vec_n2 = np.zeros((1, n))         # dtau
     mats = (np.zeros((n, d)), np.zeros((n, n)), np.zeros((d, nf, 6)), np.zeros((d, n)),
-            np.zeros((d, d)))                                  # R, Md, ZR, RjT, Sdr
+            np.zeros((d, d)), np.zeros((n, m)))                # R, Md, ZR, RjT, Sdr, S
     f3 = np.zeros((4, nf, 3))         # dPc, th, dr, du
     b3 = np.zeros((3, nbod, 3))       # dfb, dnb, bg
     bm = np.zeros(nbod)
     bJ = np.zeros((nbod, 3, 3))
-    f6 = np.zeros((10, nf, 6))        # dbv, dVc, dVdc, db, dZ, dZd, dZj, zero, Fs, dFs
+    f6 = np.zeros((11, nf, 6))        # dbv, dVc, dVdc, db, dZ, dZd, dZj, zero, Fs, dFs, E
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm), np.zeros(nm))
     # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
@@ -491,12 +542,12 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
-    R, Md, ZR, RjT, Sdr = mats
+    R, Md, ZR, RjT, Sdr, Sm = mats
     dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3]
     dbv, dVc, dVdc = f6[0], f6[1], f6[2]
     db, dZ, dZd, dZj, zeroF = f6[3], f6[4], f6[5], f6[6], f6[7]
     dfb, dnb, bg = b3[0], b3[1], b3[2]
-    Fs, dFs = f6[8], f6[9]
+    Fs, dFs, Ef = f6[8], f6[9], f6[10]
     mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
     st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
     if st != MR.OK:
@@ -511,6 +562,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
     # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
     qr_solve_transpose(V, beta, Rm, tau, mu)
+    # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
+    # then x = S a + R b (theta_apply), a product instead of a triangular solve
+    theta_columns(V, beta, Rm, m, rhs, dz, Sm)
     # frame velocities with zd = R_j (Theta_z R_j as a velocity-level constraint)
     for j in range(d):
         for k in range(n):
@@ -600,7 +654,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                     rhs[k] = -dphi[k]
                 for k in range(d):
                     rhs[m + k] = -dh[k]
-                MR.qr_solve(V, beta, Rm, rhs, dz)
+                theta_apply(Sm, R, rhs, dz)
             T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
             T.joint_columns_t(ma, r, u, dr, du, db)
             # ---- velocity level (eqs 32b, 37b)
@@ -616,8 +670,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 rhs[k] = -dphi[k]
             for k in range(d):
                 rhs[m + k] = -dhd[k]
-            MR.qr_solve(V, beta, Rm, rhs, dzd)
-            T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+            theta_apply(Sm, R, rhs, dzd)
+            # + the columns times dzd (frame_velocities_t is linear in dzd)
+            add_column_rates(ma, dzd, bcol, Ef, dZ)
         if not (static and not is_v):
             # ---- acceleration level (eqs 32c, 37c)
             T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db, dZ,
@@ -633,9 +688,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 rhs[k] = -dphi[k]
             for k in range(d):
                 rhs[m + k] = -dhdd[k]
-            MR.qr_solve(V, beta, Rm, rhs, dzdd)
-            T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ,
-                                    dZd)
+            theta_apply(Sm, R, rhs, dzdd)
+            # + the columns times dzdd (frame_accelerations_t is linear in dzdd)
+            add_column_rates(ma, dzdd, bcol, Ef, dZd)
         # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
         # = dm/dV_j of the velocity level, :func:`measures_t`)
         measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
