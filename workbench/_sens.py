@@ -512,7 +512,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     ``pkin[j]`` is 0 when parameter ``j`` is bound to no field the kinematics read (then
     its position, velocity and acceleration tangents and dR vanish and are skipped);
     columns with ``pskip[j] = 1`` are not computed at all (left zero: the sweeps obtain
-    them in reverse mode, :func:`_skipped_vjp`).  ``Rout``, ``zdout``,
+    them in reverse mode, :func:`reverse_columns`).  ``Rout``, ``zdout``,
     ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
     Returns a status code (OK when the state is regular).
     """
@@ -790,7 +790,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     """The step Jacobians of rows ``k0 + i0 .. k0 + i1 - 1`` into the block ``blk`` of
     :func:`make_block` (row ``k`` at index ``k - k0``), with work arrays of their own:
     :func:`step_jacobians_ws` with the columns of ``P = dr/drho`` of the parameters with
-    ``pskip`` completed in reverse mode (:func:`_skipped_vjp`, the ``d`` unit cotangents
+    ``pskip`` completed in reverse mode (:func:`reverse_columns`, the ``d`` unit cotangents
     in one pass).  ``STb`` receives each row's status."""
     JR, MB, JM, MVb, STb = blk
     d = ZI.shape[1]
@@ -801,15 +801,17 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     for q in range(npar):
         nskip += pskip[q]
     own = (make_step_workspace(ma, nz, npar, nm, zskip), np.zeros((nz, d)), np.zeros(nz),
-           np.zeros(nz), make_vjp_workspace(ma, nz, d), np.eye(d), np.zeros((npar, d)))
+           np.zeros(nz), np.zeros((d, p.shape[0])), sparse_columns(Gm, pskip))
     # views without reference counts (the owners above and the caller's arrays outlive
     # the loop): no atomic increments when they are passed to the kernels
-    sw, Rst, zdst, zddst, vw, eye, Pq = AR.borrow(own)
+    sw, Rst, zdst, zddst, gl, gsp = AR.borrow(own)
+    gcol, gptr, gidx, gval = gsp
     p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
                                                              pkin, pskip))
     ms_type, ms_a, ms_c, JR, MB, JM, MVb, STb = AR.borrow((ms_type, ms_a, ms_c, JR, MB, JM,
                                                            MVb, STb))
     kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
+    ZR, RjT = sw[3][2], sw[3][3]
     for i in range(i0, i1):
         k = k0 + i
         Jr = JR[i]
@@ -819,12 +821,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         STb[i] = st
         if st != MR.OK or nskip == 0:
             continue
-        Pq[:, :] = 0.0
-        _skipped_vjp(ma, p, ZZ[k], zdst, kin, Rst, eye, Gm, pskip, 1.0, Pq, vw)
-        for q in range(npar):
-            if pskip[q] != 0:
-                for j in range(d):
-                    Jr[j, 2 * d + q] = Pq[q, j]
+        reverse_columns(ma, p, ZZ[k], zdst, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl)
     AR.keepalive(own)
 
 
@@ -1270,47 +1267,60 @@ def dof_initial_t(ma, p, Gm, z, zd):
 
 
 @njit(cache=True)
-def _skipped_vjp(ma, p, z, zd, kin, R, LAM, Gm, pskip, scale, GRAD, vw):
-    """``GRAD[q, j] += scale * (R LAM_j)^T dtau/drho_q`` for the parameters ``q`` with
-    ``pskip[q]`` (reverse mode through :func:`virtual_power_lanes`, all columns of ``LAM``
-    in one pass over the bodies).  ``kin = (A, r, bcol, Z, Zd)``: the frame kinematics of
-    the state (left by :func:`step_jacobians_ws`); ``vw = (Vv, gl, Zv)``: work arrays of
-    :func:`make_vjp_workspace`."""
-    npar = Gm.shape[1]
-    nfield = Gm.shape[0]
-    Vv, gl, Zv = vw
-    nl = LAM.shape[1]
-    n = z.shape[0]
-    d = LAM.shape[0]
-    for j in range(nl):
-        for k in range(n):
-            s = 0.0
-            for i in range(d):
-                s += R[k, i] * LAM[i, j]
-            Vv[j, k] = s
-    gl[:nl, :] = 0.0
+def reverse_columns(ma, p, z, zd, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl):
+    """The columns ``Jr[:, 2d + q] = R^T dtau/drho_q`` of the parameters ``q = gcol[e]``
+    bound to no kinematic field (``pskip``), in reverse mode: one pass of
+    :func:`virtual_power_lanes` over the bodies with the ``d`` columns ``R_j`` of
+    ``R^Phi`` as lanes, then ``dtau/drho_q = sum_i Gm[i, q] dtau/dp_i`` over the nonzero
+    entries of ``Gm``'s column (``gptr, gidx, gval``: the compressed columns,
+    :func:`sparse_columns`).  ``kin = (A, r, bcol, Z, Zd)``: the frame kinematics of the
+    state, ``RjT`` (d x n) = ``R^T`` and ``ZR`` (d x frames x 6) their frame velocities
+    (left by :func:`step_jacobians_ws`); ``gl`` (d x nfield): work array."""
+    d = RjT.shape[0]
     A, r, bcol, Z, Zd = kin
-    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv[:nl], gl[:nl], Zv[:nl])
-    acc = np.zeros(nl)
-    for q in range(npar):
-        if pskip[q] != 0:
-            # Gm is sparse (a parameter binds a few fields): only its nonzero rows
-            acc[:] = 0.0
-            for i in range(nfield):
-                gq = Gm[i, q]
-                if gq != 0.0:
-                    for j in range(nl):
-                        acc[j] += gq * gl[j, i]
-            for j in range(nl):
-                GRAD[q, j] += scale * acc[j]
+    gl[:, :] = 0.0
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, RjT, gl, ZR)
+    for e in range(gcol.shape[0]):
+        col = 2 * d + gcol[e]
+        for j in range(d):
+            s = 0.0
+            for t in range(gptr[e], gptr[e + 1]):
+                s += gval[t] * gl[j, gidx[t]]
+            Jr[j, col] = s
 
 
 @njit(cache=True)
-def make_vjp_workspace(ma, n, nlanes):
-    """Work arrays of :func:`_skipped_vjp` for up to ``nlanes`` cotangent columns."""
-    nl = max(nlanes, 1)
-    return (np.zeros((nl, n)), np.zeros((nl, ma.p.shape[0])),
-            np.zeros((nl, ma.fr_parent.shape[0], 6)))
+def sparse_columns(Gm, pskip):
+    """The columns ``q`` of ``Gm`` with ``pskip[q]`` in compressed form: ``(gcol, gptr,
+    gidx, gval)``, column ``gcol[e]`` holding ``gval[t]`` at rows ``gidx[t]`` for ``t`` in
+    ``gptr[e] .. gptr[e + 1] - 1`` (a parameter binds a few of the model's fields; rows in
+    increasing order)."""
+    nfield, npar = Gm.shape
+    nc = 0
+    nnz = 0
+    for q in range(npar):
+        if pskip[q] != 0:
+            nc += 1
+            for i in range(nfield):
+                if Gm[i, q] != 0.0:
+                    nnz += 1
+    gcol = np.zeros(nc, dtype=np.int64)
+    gptr = np.zeros(nc + 1, dtype=np.int64)
+    gidx = np.zeros(nnz, dtype=np.int64)
+    gval = np.zeros(nnz)
+    e = 0
+    t = 0
+    for q in range(npar):
+        if pskip[q] != 0:
+            gcol[e] = q
+            for i in range(nfield):
+                if Gm[i, q] != 0.0:
+                    gidx[t] = i
+                    gval[t] = Gm[i, q]
+                    t += 1
+            e += 1
+            gptr[e] = t
+    return gcol, gptr, gidx, gval
 
 
 @njit(cache=True)
@@ -1335,7 +1345,9 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
     gl = np.zeros((1, gfield.shape[0]))
     Vv = np.zeros((1, z.shape[0]))
     Vv[0, :] = v
-    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, np.zeros((1, nf, 6)))
+    Zv = np.zeros((1, nf, 6))
+    K.frame_velocities(ma, Vv[0], bcol, Zv[0])
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv)
     for i in range(gfield.shape[0]):
         gfield[i] += gl[0, i]
 
@@ -1347,7 +1359,8 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
     (k, c, q0) -- the reverse-mode (vector-Jacobian) products the adjoint needs, one pass
     over the bodies for all the generalised velocities ``v_j = Vv[j]`` (the lanes).
     ``A, r, bcol, Z, Zd``: frame kinematics of the state; ``Zv`` (lanes x frames x 6):
-    work array for the virtual twists.
+    the virtual twists of the lanes (``Zv[j]`` = :func:`_kernels.frame_velocities` of
+    ``Vv[j]``, given by the caller: the step Jacobians have them already).
 
     ``v^T tau`` with ``tau = M zdd - Q`` is the virtual power of the inertia forces minus
     the applied forces on the virtual twists ``Zv`` of the generalised velocity ``v``
@@ -1357,8 +1370,6 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
     Fields that enter the kinematics (and tire or other elements) are not handled here.
     """
     nl = Vv.shape[0]
-    for j in range(nl):
-        K.frame_velocities(ma, Vv[j], bcol, Zv[j])
     b3 = _S12x3()
     g, w, al, wv, ag, vg, t1, t2, dg, wb, alb, wvb = (b3[0], b3[1], b3[2], b3[3], b3[4], b3[5],
                                                       b3[6], b3[7], b3[8], b3[9], b3[10],
