@@ -336,7 +336,7 @@ def state_record_size(ma, n):
     return _copy_state(v[:0], ws, v, v, v, np.zeros((n, ma.dof_type.shape[0])), 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
     """Copy between ``row`` and the arrays of a state (``out`` 1: into the row, -1: from
     it, 0: only count), in one fixed layout after the flag (explicit loops: no views are
@@ -365,7 +365,7 @@ def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
     return o
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cp1(row, o, a, out):
     n0 = a.shape[0]
     if out > 0:
@@ -377,7 +377,7 @@ def _cp1(row, o, a, out):
     return o + n0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cp2(row, o, a, out):
     n0, n1 = a.shape[0], a.shape[1]
     if out > 0:
@@ -391,7 +391,7 @@ def _cp2(row, o, a, out):
     return o + n0 * n1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cp3(row, o, a, out):
     for i in range(a.shape[0]):
         o = _cp2(row, o, a[i], out)

@@ -118,30 +118,46 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
     ``J zd`` and its acceleration ``J zdd + Jd zd``, so ``da/dzdd = dv/dzd``; other
     measures do not depend on the accelerations: 0)."""
     B = _S1x6x3()
-    # the point whose tangents B holds (consecutive measures of one point share them)
+    nm = ms_type.shape[0]
+    # the point whose tangents B holds (consecutive measures of one point share them);
+    # a point whose measures are all positions needs only its position tangent
     last = -1
-    for k in range(ms_type.shape[0]):
+    posonly = False
+    for k in range(nm):
         typ = ms_type[k]
         i = ms_a[k]
         c = ms_c[k]
         if typ <= MS_ACC:
             if i != last:
-                T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
+                posonly = True
+                kk = k
+                while kk < nm and ms_type[kk] <= MS_ACC and ms_a[kk] == i:
+                    if ms_type[kk] != MS_POS:
+                        posonly = False
+                    kk += 1
+                if posonly:
+                    _point_pos_t(ma, p, dp, A, r, th, dr, i, B, 0)      # B[0, 1] = dx
+                else:
+                    T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
                 last = i
-            out[k] = B[0, 3, c] if typ == MS_POS else (B[0, 4, c] if typ == MS_VEL else B[0, 5, c])
+            if posonly:
+                out[k] = B[0, 1, c]
+            else:
+                out[k] = B[0, 3, c] if typ == MS_POS else (B[0, 4, c] if typ == MS_VEL
+                                                           else B[0, 5, c])
             if vdir:
                 outA[k] = B[0, 4, c] if typ == MS_ACC else 0.0
         elif typ == MS_ANGVEL:
             out[k] = dZ[ma.b_frame[i], 3 + c]
         elif typ == MS_ANGVEL_BODY:
             f = ma.b_frame[i]
-            w = th[f]
+            w0, w1, w2 = th[f, 0], th[f, 1], th[f, 2]
             # column c of A and of dA = [w]x A
             e0 = A[f, 0, c]
             e1 = A[f, 1, c]
             e2 = A[f, 2, c]
-            s = ((w[1] * e2 - w[2] * e1) * Z[f, 3] + (w[2] * e0 - w[0] * e2) * Z[f, 4]
-                 + (w[0] * e1 - w[1] * e0) * Z[f, 5]
+            s = ((w1 * e2 - w2 * e1) * Z[f, 3] + (w2 * e0 - w0 * e2) * Z[f, 4]
+                 + (w0 * e1 - w1 * e0) * Z[f, 5]
                  + e0 * dZ[f, 3] + e1 * dZ[f, 4] + e2 * dZ[f, 5])
             out[k] = s
         elif typ == MS_COORD:
