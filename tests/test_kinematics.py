@@ -257,6 +257,53 @@ def test_constraint_velocity_and_acceleration_residuals_match_differences(kind, 
     np.testing.assert_allclose(lvl1, Jc @ zd + phit, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("kind,planar", CUT_CASES,
+                         ids=[f"{k}{'-planar' if p else ''}" for k, p in CUT_CASES])
+def test_derivative_of_theta_along_a_direction_matches_differences(kind, planar):
+    """``mu^T dTheta R_j`` of the step Jacobians (the derivative of ``R^Phi``, seed 001
+    eqs 56-57), computed in reverse mode over the frame twists by ``_sens.dtheta_mu``,
+    against central differences of ``mu^T Theta_z(z + s dz, p + s dp) R`` for arbitrary
+    ``mu`` and ``R`` and a direction that moves both the coordinates and every field."""
+    from workbench import _sens as S, _tangent as T
+    cm = closed_model(kind, planar).compile()
+    ma = cm.arrays
+    n, m, d, nf = cm.n, cm.m, cm.d, ma.fr_parent.shape[0]
+    rng = np.random.default_rng(17)
+    z, _, _ = random_state(cm, 6)
+    dz = rng.normal(size=n)
+    dp = 0.1 * rng.normal(size=ma.p.shape[0])
+    mu = rng.normal(size=m + d)
+    R = rng.normal(size=(n, d))
+
+    def kinematics(p, zz):
+        A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+        bcol = np.zeros((nf, 6))
+        K.frame_positions(ma, p, zz, A, r, u)
+        K.joint_columns(ma, r, u, bcol)
+        return A, r, u, bcol
+
+    def theta_form(s):
+        p = ma.p + s * dp
+        A, r, _, bcol = kinematics(p, z + s * dz)
+        Th = np.zeros((m + d, n))
+        K.constraint_jacobian(ma, p, A, r, bcol, n, Th[:m])
+        K.dof_jacobian(ma, p, A, r, bcol, n, Th[m:])
+        return mu @ Th @ R
+
+    A, r, u, bcol = kinematics(ma.p, z)
+    th, dr, du = np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    db = np.zeros((nf, 6))
+    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du)
+    T.joint_columns_t(ma, r, u, dr, du, db)
+    sub = np.zeros(d)
+    S.dtheta_mu(ma, ma.p, dp, A, r, th, dr, db, bcol, R, mu, np.zeros((3, 2, 3)),
+                np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros(n), sub)
+    ref = d1(theta_form)
+    assert np.abs(ref).max() > 1e-2          # the check is not vacuous
+    # 1e-8: 5-point difference (truncation ~1e-12) of sums of O(10) products
+    np.testing.assert_allclose(sub, ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
+
+
 def test_planar_cut_produces_only_in_plane_equations():
     """A planar revolute cut gives 2 equations, a spatial one 5 (seed 002 Table 1)."""
     planar = closed_model("revolute", True).compile()

@@ -211,36 +211,6 @@ def _point_pos_t(ma, p, dp, A, r, th, dr, k, X, s):
 
 
 @njit(cache=True)
-def _point_vel_t(X, s, f, Z, dZ, W, t):
-    """Rows ``W[t, 0] = v``, ``W[t, 1] = dv`` of the point in ``X[s]`` on frame ``f``
-    (velocities ``Z``, their tangents ``dZ``), as :func:`_tangent.point_kinematics_tb`."""
-    if f < 0:
-        for i in range(3):
-            W[t, 0, i] = 0.0
-            W[t, 1, i] = 0.0
-        return
-    x0, x1, x2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
-    dx0, dx1, dx2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
-    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
-    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
-    W[t, 0, 0] = Z[f, 0] + (w1 * x2 - w2 * x1)
-    W[t, 0, 1] = Z[f, 1] + (w2 * x0 - w0 * x2)
-    W[t, 0, 2] = Z[f, 2] + (w0 * x1 - w1 * x0)
-    v0 = dZ[f, 0]
-    v1 = dZ[f, 1]
-    v2 = dZ[f, 2]
-    v0 += 1.0 * (dw1 * x2 - dw2 * x1)
-    v1 += 1.0 * (dw2 * x0 - dw0 * x2)
-    v2 += 1.0 * (dw0 * x1 - dw1 * x0)
-    v0 += 1.0 * (w1 * dx2 - w2 * dx1)
-    v1 += 1.0 * (w2 * dx0 - w0 * dx2)
-    v2 += 1.0 * (w0 * dx1 - w1 * dx0)
-    W[t, 1, 0] = v0
-    W[t, 1, 1] = v1
-    W[t, 1, 2] = v2
-
-
-@njit(cache=True)
 def _vector_pos_t(ma, A, th, k, X, s):
     """Rows ``X[s, 0] = e``, ``X[s, 1] = de`` of vector ``k`` (as
     :func:`_tangent.vector_kinematics_tb`); returns its frame, -1 for a ground vector."""
@@ -265,136 +235,167 @@ def _vector_pos_t(ma, A, th, k, X, s):
     return f
 
 
-@njit(cache=True)
-def _vector_vel_t(X, s, f, Z, dZ, W, t):
-    """Rows ``W[t, 0] = ed``, ``W[t, 1] = ded`` of the vector in ``X[s]``."""
+@njit(cache=True, inline="always")
+def _point_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
+    """Add the cotangents of frame ``f``'s twist and twist tangent that a cotangent ``g``
+    of the velocity ``v = Z_t + w x x`` and ``h`` of its tangent ``dv = dZ_t + dw x x + w
+    x dx`` of the point in ``X[s]`` (:func:`_point_pos_t`) carry: ``g.v + h.dv =
+    [g, x x g + dx x h].Z + [h, x x h].dZ``."""
     if f < 0:
-        for i in range(3):
-            W[t, 0, i] = 0.0
-            W[t, 1, i] = 0.0
+        return
+    x0, x1, x2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
+    d0, d1, d2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
+    cZ[f, 0] += g0
+    cZ[f, 1] += g1
+    cZ[f, 2] += g2
+    cZ[f, 3] += (x1 * g2 - x2 * g1) + (d1 * h2 - d2 * h1)
+    cZ[f, 4] += (x2 * g0 - x0 * g2) + (d2 * h0 - d0 * h2)
+    cZ[f, 5] += (x0 * g1 - x1 * g0) + (d0 * h1 - d1 * h0)
+    cdZ[f, 0] += h0
+    cdZ[f, 1] += h1
+    cdZ[f, 2] += h2
+    cdZ[f, 3] += x1 * h2 - x2 * h1
+    cdZ[f, 4] += x2 * h0 - x0 * h2
+    cdZ[f, 5] += x0 * h1 - x1 * h0
+
+
+@njit(cache=True, inline="always")
+def _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
+    """:func:`_point_cot` of a vector (``ed = w x e``, ``ded = dw x e + w x de``; ``e, de``
+    in ``X[s]``, :func:`_vector_pos_t`): ``g.ed + h.ded = [0, e x g + de x h].Z + [0, e x h].dZ``."""
+    if f < 0:
         return
     e0, e1, e2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
-    de0, de1, de2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
-    w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
-    dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
-    W[t, 0, 0] = w1 * e2 - w2 * e1
-    W[t, 0, 1] = w2 * e0 - w0 * e2
-    W[t, 0, 2] = w0 * e1 - w1 * e0
-    ded0 = dw1 * e2 - dw2 * e1
-    ded1 = dw2 * e0 - dw0 * e2
-    ded2 = dw0 * e1 - dw1 * e0
-    ded0 += 1.0 * (w1 * de2 - w2 * de1)
-    ded1 += 1.0 * (w2 * de0 - w0 * de2)
-    ded2 += 1.0 * (w0 * de1 - w1 * de0)
-    W[t, 1, 0] = ded0
-    W[t, 1, 1] = ded1
-    W[t, 1, 2] = ded2
+    d0, d1, d2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
+    cZ[f, 3] += (e1 * g2 - e2 * g1) + (d1 * h2 - d2 * h1)
+    cZ[f, 4] += (e2 * g0 - e0 * g2) + (d2 * h0 - d0 * h2)
+    cZ[f, 5] += (e0 * g1 - e1 * g0) + (d0 * h1 - d1 * h0)
+    cdZ[f, 3] += e1 * h2 - e2 * h1
+    cdZ[f, 4] += e2 * h0 - e0 * h2
+    cdZ[f, 5] += e0 * h1 - e1 * h0
 
 
 @njit(cache=True)
-def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu, j0, dZall, X, W, sub):
-    """``sub[j] = mu^T dTheta R_j`` for ``j = j0 .. d - 1`` along one direction (position
-    tangents ``th, dr, db``, field direction ``dp``): the velocity-level constraint and DOF
-    tangents of :func:`_tangent.constraints_t` / :func:`_tangent.dof_values_t` with ``zd =
-    R_j`` (frame velocities ``ZR[j]``), ``dzd = 0``, evaluated for all ``j`` at once: the
-    positions of the points and vectors and their tangents (independent of ``j``) once
-    per constraint.  The same operations in the same order as those kernels (equal
-    results).  Work arrays: ``dZall`` (d x nf x 6), ``X`` (3 x 2 x 3), ``W`` (3 x 2 x 3)."""
-    d = RjT.shape[0]
+def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
+    """``sub[j] = mu^T dTheta R_j`` for every column ``R_j`` of ``R^Phi`` along one
+    direction (position tangents ``th, dr, db``, field direction ``dp``; eqs 56-57).
+
+    ``dTheta R_j`` is the velocity-level constraint and DOF tangent of
+    :func:`_tangent.constraints_t` / :func:`_tangent.dof_values_t` with ``zd = R_j``,
+    ``dzd = 0``: linear in the frame twists ``Z = F(R_j)`` and their tangents ``dZ =
+    dF(R_j)`` (:func:`_kernels.frame_velocities`, :func:`_tangent.frame_velocities_t`).
+    Reverse mode over that linear map: the constraint rows give, from the positions
+    of their points and vectors and the position tangents (independent of ``j``), the
+    cotangents ``cZ, cdZ`` (frames x 6) of the twists they read (:func:`_point_cot`,
+    :func:`_vector_cot`); summed over each frame's subtree they give ``w_c = bcol_f .
+    cZ_f + db_f . cdZ_f`` for the coordinate ``c`` of frame ``f``, and ``sub = R^T w``.
+    One pass per direction instead of one per column.  Work arrays: ``X`` (3 x 2 x 3),
+    ``cZ, cdZ`` (frames x 6), ``w`` (n)."""
+    n, d = R.shape
     m = ma.c_type.shape[0]
+    nf = ma.fr_parent.shape[0]
     c_type = ma.c_type
     c_i = ma.c_i
-    for j in range(j0, d):
-        T.frame_velocities_t(ma, RjT[j], zero_n, bcol, db, dZall[j])
-        sub[j] = 0.0
+    for f in range(nf):
+        for i in range(6):
+            cZ[f, i] = 0.0
+            cdZ[f, i] = 0.0
     for k in range(m):
         typ = c_type[k]
         muk = mu[k]
         if typ == C_PTCOMP:
             if K._same_points(c_type, c_i, k):
                 continue                  # added with the first row of its joint
-            # the rows k .. ke-1 are components of the same two points (one cut joint):
-            # their kinematics once, the contributions added row by row for each j (the
-            # same additions in the same order as one row at a time)
+            # rows k .. ke-1: components of the same two points (one cut joint)
             ke = k + 1
             while ke < m and K._same_points(c_type, c_i, ke):
                 ke += 1
             fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 0], X, 0)
             fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 1)
-            for j in range(j0, d):
-                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
-                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
-                for kk in range(k, ke):
-                    c = c_i[kk, 2]
-                    sub[j] += mu[kk] * (W[0, 1, c] - W[1, 1, c])
+            h0 = 0.0
+            h1 = 0.0
+            h2 = 0.0
+            for kk in range(k, ke):
+                c = c_i[kk, 2]
+                if c == 0:
+                    h0 += mu[kk]
+                elif c == 1:
+                    h1 += mu[kk]
+                else:
+                    h2 += mu[kk]
+            # sum_kk mu_kk (dv_a - dv_b)[c_kk]
+            _point_cot(X, 0, fa, 0.0, 0.0, 0.0, h0, h1, h2, cZ, cdZ)
+            _point_cot(X, 1, fb, 0.0, 0.0, 0.0, -h0, -h1, -h2, cZ, cdZ)
         elif typ == C_DOTVV:
             fa = _vector_pos_t(ma, A, th, c_i[k, 0], X, 0)
             fb = _vector_pos_t(ma, A, th, c_i[k, 1], X, 1)
-            for j in range(j0, d):
-                _vector_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
-                _vector_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
-                s = 0.0
-                for i in range(3):
-                    e1 = X[0, 0, i]
-                    de1 = X[0, 1, i]
-                    ed1 = W[0, 0, i]
-                    ded1 = W[0, 1, i]
-                    e2 = X[1, 0, i]
-                    de2 = X[1, 1, i]
-                    ed2 = W[1, 0, i]
-                    ded2 = W[1, 1, i]
-                    s += ded1 * e2 + ed1 * de2 + de1 * ed2 + e1 * ded2
-                sub[j] += muk * s
+            # mu (ded1.e2 + ed1.de2 + de1.ed2 + e1.ded2)
+            _vector_cot(X, 0, fa, muk * X[1, 1, 0], muk * X[1, 1, 1], muk * X[1, 1, 2],
+                        muk * X[1, 0, 0], muk * X[1, 0, 1], muk * X[1, 0, 2], cZ, cdZ)
+            _vector_cot(X, 1, fb, muk * X[0, 1, 0], muk * X[0, 1, 1], muk * X[0, 1, 2],
+                        muk * X[0, 0, 0], muk * X[0, 0, 1], muk * X[0, 0, 2], cZ, cdZ)
         elif typ == C_DOTVP:
             fe = _vector_pos_t(ma, A, th, c_i[k, 0], X, 2)
             fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 0)
             fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 2], X, 1)
-            for j in range(j0, d):
-                _vector_vel_t(X, 2, fe, ZR[j], dZall[j], W, 2)
-                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
-                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
-                s = 0.0
-                for i in range(3):
-                    dd_ = X[1, 0, i] - X[0, 0, i]
-                    ddd = W[1, 0, i] - W[0, 0, i]
-                    td = X[1, 1, i] - X[0, 1, i]
-                    tdd = W[1, 1, i] - W[0, 1, i]
-                    e1 = X[2, 0, i]
-                    ed1 = W[2, 0, i]
-                    de1 = X[2, 1, i]
-                    ded1 = W[2, 1, i]
-                    s += ded1 * dd_ + ed1 * td + de1 * ddd + e1 * tdd
-                sub[j] += muk * s
+            # mu (ded.dd + ed.td + de.ddd + e.tdd), dd = xb - xa, td = dxb - dxa,
+            # ddd = vb - va, tdd = dvb - dva
+            dd0 = X[1, 0, 0] - X[0, 0, 0]
+            dd1 = X[1, 0, 1] - X[0, 0, 1]
+            dd2 = X[1, 0, 2] - X[0, 0, 2]
+            td0 = X[1, 1, 0] - X[0, 1, 0]
+            td1 = X[1, 1, 1] - X[0, 1, 1]
+            td2 = X[1, 1, 2] - X[0, 1, 2]
+            _vector_cot(X, 2, fe, muk * td0, muk * td1, muk * td2, muk * dd0, muk * dd1,
+                        muk * dd2, cZ, cdZ)
+            g0, g1, g2 = muk * X[2, 1, 0], muk * X[2, 1, 1], muk * X[2, 1, 2]
+            h0, h1, h2 = muk * X[2, 0, 0], muk * X[2, 0, 1], muk * X[2, 0, 2]
+            _point_cot(X, 1, fb, g0, g1, g2, h0, h1, h2, cZ, cdZ)
+            _point_cot(X, 0, fa, -g0, -g1, -g2, -h0, -h1, -h2, cZ, cdZ)
         elif typ == C_DIST:
             fa = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 0], X, 0)
             fb = _point_pos_t(ma, p, dp, A, r, th, dr, c_i[k, 1], X, 1)
-            for j in range(j0, d):
-                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
-                _point_vel_t(X, 1, fb, ZR[j], dZall[j], W, 1)
-                s = 0.0
-                for i in range(3):
-                    dd_ = X[1, 0, i] - X[0, 0, i]
-                    ddd = W[1, 0, i] - W[0, 0, i]
-                    td = X[1, 1, i] - X[0, 1, i]
-                    tdd = W[1, 1, i] - W[0, 1, i]
-                    s += 2.0 * (td * ddd + dd_ * tdd)
-                sub[j] += muk * s
-        else:
-            # C_DRIVE: the velocity-level tangent is dzd = 0
-            for j in range(j0, d):
-                sub[j] += muk * 0.0
+            # 2 mu (td.ddd + dd.tdd)
+            s2 = 2.0 * muk
+            g0 = s2 * (X[1, 1, 0] - X[0, 1, 0])
+            g1 = s2 * (X[1, 1, 1] - X[0, 1, 1])
+            g2 = s2 * (X[1, 1, 2] - X[0, 1, 2])
+            h0 = s2 * (X[1, 0, 0] - X[0, 0, 0])
+            h1 = s2 * (X[1, 0, 1] - X[0, 0, 1])
+            h2 = s2 * (X[1, 0, 2] - X[0, 0, 2])
+            _point_cot(X, 1, fb, g0, g1, g2, h0, h1, h2, cZ, cdZ)
+            _point_cot(X, 0, fa, -g0, -g1, -g2, -h0, -h1, -h2, cZ, cdZ)
+        # C_DRIVE: the velocity-level tangent is dzd = 0
     for k in range(ma.dof_type.shape[0]):
-        muk = mu[m + k]
-        if ma.dof_type[k] == DOF_COORD:
-            for j in range(j0, d):
-                sub[j] += muk * 0.0
-        else:
+        if ma.dof_type[k] != DOF_COORD:
+            # a point coordinate: mu dv[c]
+            muk = mu[m + k]
             fa = _point_pos_t(ma, p, dp, A, r, th, dr, ma.dof_i[k, 0], X, 0)
             c = ma.dof_i[k, 1]
-            for j in range(j0, d):
-                _point_vel_t(X, 0, fa, ZR[j], dZall[j], W, 0)
-                sub[j] += muk * W[0, 1, c]
-
+            _point_cot(X, 0, fa, 0.0, 0.0, 0.0, muk if c == 0 else 0.0,
+                       muk if c == 1 else 0.0, muk if c == 2 else 0.0, cZ, cdZ)
+        # a coordinate DOF: its velocity-level tangent is dzd = 0
+    # subtree sums (children after their parents), then w_c and R^T w
+    for f in range(nf - 1, -1, -1):
+        par = ma.fr_parent[f]
+        if par >= 0:
+            for i in range(6):
+                cZ[par, i] += cZ[f, i]
+                cdZ[par, i] += cdZ[f, i]
+    for c in range(n):
+        w[c] = 0.0
+    for f in range(nf):
+        c = ma.fr_coord[f]
+        if c >= 0:
+            s = 0.0
+            for i in range(6):
+                s += bcol[f, i] * cZ[f, i] + db[f, i] * cdZ[f, i]
+            w[c] += s
+    for j in range(d):
+        s = 0.0
+        for c in range(n):
+            s += R[c, j] * w[c]
+        sub[j] = s
 
 
 # ----------------------------------------------------------------------------------------
@@ -511,7 +512,7 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm), np.zeros(nm))
     # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
-    rt = (np.zeros((d, nf, 6)), np.zeros((3, 2, 3)), np.zeros((3, 2, 3)), np.zeros(d))
+    rt = (np.zeros((2, nf, 6)), np.zeros((3, 2, 3)), np.zeros(n), np.zeros(d))
     bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
           zskip.copy())
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
@@ -553,7 +554,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     nf = ma.fr_parent.shape[0]
     nm = ms_type.shape[0]
     ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
-    dZall, Xb, Wb, subv = rt
+    cZd, Xb, wv, subv = rt
     bdm, bdg, bdJ, zskip = bt
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
@@ -744,8 +745,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                                      dbv, dVc, dVdc, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs,
                                      dFs, bdm, bdg, bdJ)
         if not static:
-            dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, ZR, RjT, zero_n, mu,
-                      col if col < d else 0, dZall, Xb, Wb, subv)
+            dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
         for j in range(d):
             s = 0.0
             for k in range(n):
