@@ -1,7 +1,8 @@
 """Benchmarks (measured, never asserted): the cost of a gradient relative to the simulation.
 
 ``workbench bench sensitivity`` measures, in one run and after a warm-up that compiles
-every kernel:
+every kernel and makes one full-length call of each gradient (the steady state of an
+optimiser's repeated calls):
 
 * the five-bar (shipped model, its 5 design parameters, psi1-psi3): simulation alone,
   direct gradient, adjoint gradient and central differences (each gradient timing
