@@ -304,6 +304,37 @@ def test_derivative_of_theta_along_a_direction_matches_differences(kind, planar)
     np.testing.assert_allclose(sub, ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("kind", ["revolute", "distance", "prismatic"])
+def test_explicit_columns_of_theta_inverse(kind):
+    """The step Jacobians' tangent solves ``x = S a + R^Phi b`` (``_sens.theta_columns``,
+    ``theta_apply``) against the QR solve they replace: ``Theta_z [S R^Phi] = I`` and
+    equal solutions, with and without a zero DOF block."""
+    from workbench import _matrixr as MR, _sens as S
+    cm = closed_model(kind, False).compile()
+    ma = cm.arrays
+    n, m, d = cm.n, cm.m, cm.d
+    z, _, _ = random_state(cm, 9)
+    ws = MR.make_workspace(ma, n)
+    Rphi = np.zeros((n, d))
+    K.frame_positions(ma, ma.p, z, ws[0], ws[1], ws[2])
+    st, _ = MR.factor_r(ma, ma.p, z, Rphi, ws)
+    assert st == MR.OK and m > 0
+    Sm = np.zeros((n, m))
+    S.theta_columns(ws[7], ws[8], ws[9], m, np.zeros(m + d), np.zeros(n), Sm)
+    Th = ws[6][:m + d]
+    # 1e-9: products of a well-conditioned QR inverse with O(1) entries
+    np.testing.assert_allclose(Th @ np.hstack([Sm, Rphi]), np.eye(m + d), atol=1e-9)
+    rng = np.random.default_rng(2)
+    for zero_dof in (False, True):
+        b = rng.normal(size=m + d)
+        if zero_dof:
+            b[m:] = 0.0
+        x, xq = np.zeros(n), np.zeros(n)
+        S.theta_apply(Sm, Rphi, b, x)
+        MR.qr_solve(ws[7], ws[8], ws[9], b, xq)
+        np.testing.assert_allclose(x, xq, rtol=1e-9, atol=1e-9 * np.abs(xq).max())
+
+
 def test_planar_cut_produces_only_in_plane_equations():
     """A planar revolute cut gives 2 equations, a spatial one 5 (seed 002 Table 1)."""
     planar = closed_model("revolute", True).compile()

@@ -260,6 +260,25 @@ def test_continuous_adjoint_converges_to_the_discrete_gradient_at_second_order()
     assert 3.0 < errs[0] / errs[1] < 5.0
 
 
+def test_sparse_columns_of_the_parameter_map():
+    """``_sens.sparse_columns`` (the reverse-mode columns read ``Gm`` through it) holds
+    exactly the nonzero entries of the flagged columns, rows in increasing order."""
+    rng = np.random.default_rng(4)
+    Gm = rng.normal(size=(30, 7)) * (rng.random((30, 7)) < 0.2)
+    Gm[:, 3] = 0.0
+    pskip = np.array([1, 0, 1, 1, 0, 1, 1], dtype=np.int64)
+    gcol, gptr, gidx, gval = S.sparse_columns(Gm, pskip)
+    assert gcol.tolist() == [0, 2, 3, 5, 6]
+    dense = np.zeros_like(Gm)
+    for e, q in enumerate(gcol):
+        rows = gidx[gptr[e]:gptr[e + 1]]
+        assert np.all(np.diff(rows) > 0)
+        dense[rows, q] = gval[gptr[e]:gptr[e + 1]]
+    expect = Gm * (pskip != 0)
+    np.testing.assert_array_equal(dense, expect)
+    assert gptr[-1] == np.count_nonzero(expect)
+
+
 def test_parameter_errors_are_typed():
     with pytest.raises(UnknownNameError):
         sensitivity("five-bar", parameters=["nope"], t_end=0.01, dt=1e-3)

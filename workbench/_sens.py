@@ -473,18 +473,14 @@ def theta_apply(S, R, b, x):
 @njit(cache=True)
 def add_column_rates(ma, dq, bcol, E, dX):
     """``dX[f] += sum of bcol[g] dq[coord(g)]`` over frame ``f`` and its ancestors ``g``
-    (``E`` receives the sums): the part of :func:`_tangent.frame_velocities_t` (``dq`` =
-    dzd) and :func:`_tangent.frame_accelerations_t` (``dq`` = dzdd) that is linear in the
+    (``E`` receives the sums, :func:`_kernels.frame_velocities` of ``dq``): the part of
+    :func:`_tangent.frame_velocities_t` (``dq`` = dzd) and
+    :func:`_tangent.frame_accelerations_t` (``dq`` = dzdd) that is linear in the
     joint-rate tangent, added after a first call with ``dq = 0``."""
-    nf = ma.fr_parent.shape[0]
-    for f in range(nf):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
-        q = dq[c] if c >= 0 else 0.0
+    K.frame_velocities(ma, dq, bcol, E)
+    for f in range(E.shape[0]):
         for i in range(6):
-            e = (E[par, i] if par >= 0 else 0.0) + bcol[f, i] * q
-            E[f, i] = e
-            dX[f, i] += e
+            dX[f, i] += E[f, i]
 
 
 @njit(cache=True)
