@@ -262,7 +262,8 @@ def _point_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
 @njit(cache=True, inline="always")
 def _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
     """:func:`_point_cot` of a vector (``ed = w x e``, ``ded = dw x e + w x de``; ``e, de``
-    in ``X[s]``, :func:`_vector_pos_t`): ``g.ed + h.ded = [0, e x g + de x h].Z + [0, e x h].dZ``."""
+    in ``X[s]``, :func:`_vector_pos_t`): ``g.ed + h.ded = [0, e x g + de x h].Z + [0, e x
+    h].dZ``."""
     if f < 0:
         return
     e0, e1, e2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
