@@ -839,13 +839,13 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def _jacobian_chunks(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
-                     ms_a, ms_c, k0, k1, nth, blk):
+def _jacobian_chunks(mas, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
+                     ms_a, ms_c, k0, k1, blk):
     nb = k1 - k0
-    nch = max(1, min(nth, nb))
+    nch = max(1, min(len(mas), nb))
     for c in prange(nch):
-        jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
-                      ms_a, ms_c, k0, nb * c // nch, nb * (c + 1) // nch, blk)
+        jacobian_rows(mas[c], p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                      ms_type, ms_a, ms_c, k0, nb * c // nch, nb * (c + 1) // nch, blk)
 
 
 def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
@@ -853,7 +853,8 @@ def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, z
     """The step Jacobians of rows ``k0 .. k1 - 1`` (:func:`jacobian_rows`).  The rows are
     independent (each reads only its own stored state): with ``nth > 1`` they are split
     into ``nth`` contiguous chunks run in parallel (numba ``prange``), each with its own
-    work arrays; with one thread no thread pool is involved (a pipelined sweep runs beside
+    work arrays and its own StructRef of the model (:func:`_arrays.replicas`); with one
+    thread no thread pool is involved (a pipelined sweep runs beside
     the simulation's thread, where idle pool workers would compete with it).  Called from
     Python: a cached kernel that calls a parallel one may not start the thread pool when
     loaded from the cache (numba PR 9950)."""
@@ -861,8 +862,8 @@ def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, z
         jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
                       ms_a, ms_c, k0, 0, k1 - k0, blk)
     else:
-        _jacobian_chunks(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
-                         ms_type, ms_a, ms_c, k0, k1, nth, blk)
+        _jacobian_chunks(AR.replicas(ma, nth), p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin,
+                         pskip, zskip, ms_type, ms_a, ms_c, k0, k1, blk)
 
 
 def _blocks(N, B, backward=False):

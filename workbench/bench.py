@@ -1,8 +1,8 @@
 """Benchmarks (measured, never asserted): the cost of a gradient relative to the simulation.
 
 ``workbench bench sensitivity`` measures, in one run and after a warm-up that compiles
-every kernel and makes one full-length call of each gradient (the steady state of an
-optimiser's repeated calls):
+every kernel and makes three full-length calls of each gradient (the steady state of
+an optimiser's repeated calls):
 
 * the five-bar (shipped model, its 5 design parameters, psi1-psi3): simulation alone,
   direct gradient, adjoint gradient and central differences (each gradient timing
@@ -127,15 +127,15 @@ def _case(label, model, objectives, params, t_end, dt, formulation, repeat) -> B
               formulation=formulation)
     threads = numba.get_num_threads()
     # warm-up: compile every kernel (the central-difference path too) on a short run and
-    # start the thread pool; then one full-length call of each gradient, so that the
+    # start the thread pool; then three full-length calls of each gradient, so that the
     # timed calls find the process's heap sized for their arrays, as the repeated calls
-    # of an optimiser do (the first call of a process also pays the first touch of
-    # fresh memory pages, which on this shared virtual machine slows a pipelined run by
-    # up to ~50 % for a few calls)
+    # of an optimiser do (the first few calls of a process touch fresh memory pages,
+    # which on this shared virtual machine slowed a pipelined run by up to ~60 %)
     for meth in ("direct", "adjoint", "fd"):
         sensitivity(cm, **{**kw, "t_end": 10 * dt}, method=meth)
-    for meth in ("direct", "adjoint"):
-        sensitivity(cm, **kw, method=meth)
+    for _ in range(3):
+        for meth in ("direct", "adjoint"):
+            sensitivity(cm, **kw, method=meth)
     sim_s = _time(lambda: simulate(cm, t_end, dt, formulation), repeat)[0]
     direct_s, direct = _time(lambda: sensitivity(cm, **kw, method="direct"), repeat)
     adjoint_s, adjoint = _time(lambda: sensitivity(cm, **kw, method="adjoint"), repeat)

@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _arrays as AR
 from . import _matrixr as MR
 from . import _sens as S
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
@@ -622,7 +623,9 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
                 return 1
             _time.sleep(2e-5)
 
-    ma = cm.arrays
+    # the sweep's own StructRef of the model: the simulation thread's reference counts
+    # of cm.arrays then live on another cache line (_arrays.replicas)
+    ma = AR.replicas(cm.arrays, 2)[1]
     args = _sweep_args(_masks(cm, co, Gm), co, Gm, job.T, job.Z, job.ZI, job.ZDI, job.ZDDI,
                        job.KS)
     thread = threading.Thread(target=job.integrate, daemon=True)
