@@ -645,7 +645,7 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     J1 = np.empty((3, n))
     J2 = np.empty((3, n))
     Je = np.empty((3, n))
-    _b3 = _S4x3()  # one allocation for the 3-vectors
+    _b3 = _S4x3()  # one stack buffer for the 3-vectors
     x1 = _b3[0]
     x2 = _b3[1]
     e1 = _b3[2]
@@ -780,7 +780,7 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     nb_[:, :] = 0.0
     Qj[:] = 0.0
     V = 0.0
-    _b3 = _S10x3()  # one allocation for the 3-vectors
+    _b3 = _S10x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     F = _b3[1]
     JG = _S3x3()
@@ -899,7 +899,7 @@ def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
     """
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
-    _b3 = _S3x3()  # one allocation for the 3-vectors
+    _b3 = _S3x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     JG = _S3x3()
     Mb = _S6x6()
@@ -1033,7 +1033,7 @@ def com_kinematics(ma, zd, zdd, r, u, P, bv, V, Vd):
     """SR-I velocity/acceleration recursion (seed 001 eqs. 1a-1e) at reference points:
     ``V_f = B_f V_p + b^v_f zd``, ``Vd_f = B_f Vd_p + b^v_f zdd + d^v_f``."""
     nf = ma.fr_parent.shape[0]
-    _b3 = _S5x3()  # one allocation for the 3-vectors
+    _b3 = _S5x3()  # one stack buffer for the 3-vectors
     dPP = _b3[0]
     t1 = _b3[1]
     t2 = _b3[2]

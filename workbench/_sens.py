@@ -236,34 +236,11 @@ def _vector_pos_t(ma, A, th, k, X, s):
 
 
 @njit(cache=True, inline="always")
-def _point_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
-    """Add the cotangents of frame ``f``'s twist and twist tangent that a cotangent ``g``
-    of the velocity ``v = Z_t + w x x`` and ``h`` of its tangent ``dv = dZ_t + dw x x + w
-    x dx`` of the point in ``X[s]`` (:func:`_point_pos_t`) carry: ``g.v + h.dv =
-    [g, x x g + dx x h].Z + [h, x x h].dZ``."""
-    if f < 0:
-        return
-    x0, x1, x2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
-    d0, d1, d2 = X[s, 1, 0], X[s, 1, 1], X[s, 1, 2]
-    cZ[f, 0] += g0
-    cZ[f, 1] += g1
-    cZ[f, 2] += g2
-    cZ[f, 3] += (x1 * g2 - x2 * g1) + (d1 * h2 - d2 * h1)
-    cZ[f, 4] += (x2 * g0 - x0 * g2) + (d2 * h0 - d0 * h2)
-    cZ[f, 5] += (x0 * g1 - x1 * g0) + (d0 * h1 - d1 * h0)
-    cdZ[f, 0] += h0
-    cdZ[f, 1] += h1
-    cdZ[f, 2] += h2
-    cdZ[f, 3] += x1 * h2 - x2 * h1
-    cdZ[f, 4] += x2 * h0 - x0 * h2
-    cdZ[f, 5] += x0 * h1 - x1 * h0
-
-
-@njit(cache=True, inline="always")
 def _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
-    """:func:`_point_cot` of a vector (``ed = w x e``, ``ded = dw x e + w x de``; ``e, de``
-    in ``X[s]``, :func:`_vector_pos_t`): ``g.ed + h.ded = [0, e x g + de x h].Z + [0, e x
-    h].dZ``."""
+    """Add the cotangents of frame ``f``'s twist and twist tangent that a cotangent ``g``
+    of the rate ``ed = w x e`` and ``h`` of its tangent ``ded = dw x e + w x de`` of the
+    vector in ``X[s]`` (:func:`_vector_pos_t`) carry: ``g.ed + h.ded = [0, e x g + de x
+    h].Z + [0, e x h].dZ``."""
     if f < 0:
         return
     e0, e1, e2 = X[s, 0, 0], X[s, 0, 1], X[s, 0, 2]
@@ -274,6 +251,24 @@ def _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
     cdZ[f, 3] += e1 * h2 - e2 * h1
     cdZ[f, 4] += e2 * h0 - e0 * h2
     cdZ[f, 5] += e0 * h1 - e1 * h0
+
+
+@njit(cache=True, inline="always")
+def _point_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
+    """Add the cotangents of frame ``f``'s twist and twist tangent that a cotangent ``g``
+    of the velocity ``v = Z_t + w x x`` and ``h`` of its tangent ``dv = dZ_t + dw x x + w
+    x dx`` of the point in ``X[s]`` (:func:`_point_pos_t`) carry: ``g.v + h.dv =
+    [g, x x g + dx x h].Z + [h, x x h].dZ``."""
+    if f < 0:
+        return
+    cZ[f, 0] += g0
+    cZ[f, 1] += g1
+    cZ[f, 2] += g2
+    cdZ[f, 0] += h0
+    cdZ[f, 1] += h1
+    cdZ[f, 2] += h2
+    # the angular parts are those of a vector at x (w x x, dw x x + w x dx)
+    _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ)
 
 
 @njit(cache=True)
@@ -648,7 +643,8 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         if is_v:
             for k in range(n):
                 dzd[k] = R[k, col - d]
-            T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+            # with db = 0 the frame-velocity tangent is the frame velocities of R_j: ZR[j]
+            dZ[:, :] = ZR[col - d]
         elif not static:
             # ---- position level: Theta_z dz = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
             dz[:] = 0.0

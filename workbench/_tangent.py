@@ -770,7 +770,7 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
     dQj[:] = 0.0
-    _b3 = _S20x3()  # one allocation for the 3-vectors
+    _b3 = _S20x3()  # one stack buffer for the 3-vectors
     F = _b3[2]
     dF = _b3[3]
     grav = ma.gravity
@@ -899,7 +899,7 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
     nf = ma.fr_parent.shape[0]
     Fs = np.zeros((nf, 6))
     dFs = np.zeros((nf, 6))
-    _b3 = _S7x3()  # one allocation for the 3-vectors
+    _b3 = _S7x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     JG = _S3x3()
     dg = _b3[1]
