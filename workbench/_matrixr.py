@@ -405,7 +405,7 @@ def store_state(ws, zd, zdd, tau, Rphi, row):
     row[0] = 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def load_state(row, ws, zd, zdd, tau, Rphi):
     """Restore a state kept by :func:`store_state` into the work arrays; returns False
     (nothing changed) when ``row`` holds none."""

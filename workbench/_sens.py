@@ -109,7 +109,7 @@ def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
             out[k] = zdd[i]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
                out, vdir, outA):
     """Tangents of :func:`measures`.  ``vdir`` (a velocity direction ``dzd``, nothing else
@@ -271,7 +271,7 @@ def _point_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ):
     _vector_cot(X, s, f, g0, g1, g2, h0, h1, h2, cZ, cdZ)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
     """``sub[j] = mu^T dTheta R_j`` for every column ``R_j`` of ``R^Phi`` along one
     direction (position tangents ``th, dr, db``, field direction ``dp``; eqs 56-57).
@@ -399,7 +399,7 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
 # ----------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored, dyn=True):
     """Kinematics, R, tau and M^d at a converged position ``z`` (status returned;
     ``zddb`` receives the particular accelerations; ``dyn`` False: kinematics only,
@@ -446,7 +446,7 @@ def theta_columns(V, beta, Rm, m, e, x, S):
             S[k, i] = x[k]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def theta_apply(S, R, b, x):
     """``x = Theta_z^+ b = S b[:m] + R^Phi b[m:]`` (:func:`theta_columns`); a zero block of
     ``b`` is skipped (the DOF rows of every tangent solve of a coordinate DOF direction)."""
@@ -466,7 +466,7 @@ def theta_apply(S, R, b, x):
                 x[k] += R[k, j] * bj
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def add_column_rates(ma, dq, bcol, E, dX):
     """``dX[f] += sum of bcol[g] dq[coord(g)]`` over frame ``f`` and its ancestors ``g``
     (``E`` receives the sums, :func:`_kernels.frame_velocities` of ``dq``): the part of
@@ -531,13 +531,16 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
                              ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, np.zeros(0))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
                       Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, stored):
     """:func:`step_jacobians` with the work arrays ``sw`` of :func:`make_step_workspace`
     (allocated once per sweep, reused at every step); ``stored``: the state kept by the
     integrator at this row (:func:`_matrixr.store_state`; length 0 or unflagged: the state
-    is evaluated here)."""
+    is evaluated here).  Inlined into its callers (``inline="always"``): called once per
+    step, it would otherwise receive the ~60 work arrays of ``sw`` as a copy of ~600
+    stack words at every call (five-bar: 14.1 -> 10.9 us per step with :func:`_state`
+    and :func:`_matrixr.load_state` inlined too)."""
     n = z.shape[0]
     d = zi.shape[0]
     m = ma.c_type.shape[0]
@@ -734,9 +737,8 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
             T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
                                dVc, dVdc)
-            T.inverse_dynamics_com_t(ma, p, dp, A, r, Pc, bv, Vc, Vdc, fb, nb_, Qj, th, dr, dPc,
-                                     dbv, dVc, dVdc, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs,
-                                     dFs, bdm, bdg, bdJ)
+            T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
+                                     dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
         if not static:
             dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
         for j in range(d):

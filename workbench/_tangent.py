@@ -17,6 +17,13 @@ Conventions for the tangents of the position kinematics:
   velocities and the material accelerations (SR-II convention, see :mod:`_kernels`).
 
 Everything is exact: no differences, no step sizes.
+
+The kernels called once per direction by :func:`_sens.step_jacobians_ws` are compiled into
+it (``inline="always"``, numba IR inlining): numba passes every array argument as 7-11
+machine words on the stack and counts a reference of the model's StructRef around each
+call, which took about a tenth of the step-Jacobian time (``perf``: ``push``/``mov`` of
+argument words).  numba cannot inline a call of more than 30 arguments (CPython then
+packs them into one ``*args`` tuple), hence the short argument lists.
 """
 
 from __future__ import annotations
@@ -132,7 +139,7 @@ def point_position_t(ma, p, dp, A, r, th, dr, k, x, dx):
     body_point_t(ma, p, dp, A, r, th, dr, b, fld, x, dx)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ):
     """Tangent of :func:`_kernels.body_inertia` for every body (``bg, bJ``: the bodies'
     centres of mass and inertias at this state): ``bdm[b] = dm``, ``bdg[b] = dg`` (the
@@ -186,7 +193,7 @@ def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ):
 # ----------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def joint_columns_t(ma, r, u, dr, du, db):
     """Tangent of :func:`_kernels.joint_columns`: revolute ``[dr x u + r x du; du]``."""
     nf = ma.fr_parent.shape[0]
@@ -211,7 +218,7 @@ def joint_columns_t(ma, r, u, dr, du, db):
                 db[f, i] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
     """Tangent of :func:`_kernels.frame_velocities`."""
     nf = ma.fr_parent.shape[0]
@@ -224,7 +231,7 @@ def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
             dZ[f, i] = (dZ[par, i] if par >= 0 else 0.0) + db[f, i] * q + bcol[f, i] * dq
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd):
     """Tangent of :func:`_kernels.frame_accelerations` (material convention).
 
@@ -757,7 +764,7 @@ def _add_point_force_ts(dfb, dnb, b, x0, x1, x2, F0, F1, F2, dx0, dx1, dx2, dF0,
     dnb[b, 2] += 1.0 * (x0 * dF1 - x1 * dF0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                      dfb, dnb, dQj, kin, bm, bg, bdm, bdg):
     """Tangent of :func:`_kernels.applied_forces` (the loads, not the potential).
@@ -990,7 +997,7 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
 # ----------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def reference_points_t(ma, dr, dP, bdg):
     """Tangent of :func:`_kernels.reference_points` (``bdg``: the tangents of the bodies'
     centres of mass, :func:`body_inertias_t`)."""
@@ -1005,7 +1012,7 @@ def reference_points_t(ma, dr, dP, bdg):
                 dP[f, i] = dr[f, i]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
     """Tangent of :func:`_kernels.com_columns`: revolute ``[u x (P - r); u]``."""
     nf = ma.fr_parent.shape[0]
@@ -1052,7 +1059,7 @@ def _centripetal_ts(w0, w1, w2, dw0, dw1, dw2, x0, x1, x2, dx0, dx1, dx2):
     return a0, a1, a2, b0, b1, b2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
     """Tangent of :func:`_kernels.com_kinematics` (SR-I velocities and accelerations).
 
@@ -1211,9 +1218,9 @@ def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv
         dVd[f, 2] = o2
 
 
-@njit(cache=True)
-def inverse_dynamics_com_t(ma, p, dp, A, r, P, bv, V, Vd, fb, nb_, Qj, th, dr, dP, dbv, dV,
-                           dVd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ):
+@njit(cache=True, inline="always")
+def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb, dQj, dtau,
+                           bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ):
     """Tangent of :func:`_kernels.inverse_dynamics_com`: Newton-Euler at each centre of
     mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
     shift ``N_p += (P_c - P_p) x F_c``.
