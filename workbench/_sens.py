@@ -724,9 +724,8 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
                            dnb, dQj, kin, bm, bg, bdm, bdg)
         if form == MR.FORM_ORIGIN:
-            T.inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db,
-                                        dZ, dZd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, bdm,
-                                        bdg, bdJ)
+            T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj,
+                                        dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
         else:
             if is_v:
                 # a velocity direction moves no reference point and no column

@@ -892,8 +892,8 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
 
 
 @njit(cache=True)
-def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr, db, dZ,
-                              dZd, dfb, dnb, dQj, dtau, bm, bg, bJ, kin, bdm, bdg, bdJ):
+def inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj, dtau, bm,
+                              bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs):
     """Tangent of :func:`_kernels.inverse_dynamics_origin`.
 
     Body residual at the origin with ``Zd = [a; al]``, ``Z = [v; w]`` (notes §2.3):
@@ -901,11 +901,12 @@ def inverse_dynamics_origin_t(ma, p, dp, A, r, bcol, Z, Zd, fb, nb_, Qj, th, dr,
     ``N = m g x a + J_G al - m g x (g x al) + w x (J_G w - m g x (g x w)) - n_O``.
     ``bm, bg, bJ``: the bodies' masses, centres of mass and inertias at this state,
     ``bdm, bdg, bdJ`` their tangents (:func:`body_inertias_t`; not read when ``kin`` is
-    False: a direction that moves no position and no field).
+    False: a direction that moves no position and no field); ``Fs, dFs`` (nf x 6) are work
+    arrays.
     """
     nf = ma.fr_parent.shape[0]
-    Fs = np.zeros((nf, 6))
-    dFs = np.zeros((nf, 6))
+    Fs[:, :] = 0.0
+    dFs[:, :] = 0.0
     _b3 = _S7x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     JG = _S3x3()
