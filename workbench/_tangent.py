@@ -426,7 +426,7 @@ def vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, k, e, ed, edd, de, ded, dedd)
 # ----------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
     """:func:`point_kinematics_t` into rows ``B[s, 0:6]`` = x, v, a, dx, dv, da (the same
     operations in the same order, without row views: each view is reference-counted)."""
@@ -521,7 +521,7 @@ def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
     B[s, 5, 2] = a2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
     """:func:`vector_kinematics_t` into rows ``B[s, 0:6]`` = e, ed, edd, de, ded, dedd."""
     b = ma.vc_body[k]
