@@ -648,62 +648,52 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
                 dzd[k] = R[k, col - d]
             # with db = 0 the frame-velocity tangent is the frame velocities of R_j: ZR[j]
             dZ[:, :] = ZR[col - d]
-        elif not static:
-            # ---- position level: Theta_z dz = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
+            lev0 = 2
+        elif static:
+            lev0 = 3
+        else:
             dz[:] = 0.0
+            dzd[:] = 0.0
+            dzdd[:] = 0.0
+            lev0 = 0
             if col < d:
                 for k in range(n):
                     dz[k] = R[k, col]
-            else:
-                T.frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du)
-                T.constraints_t(ma, p, dp, t, z, zd, zdd, zero_n, zero_n, zero_n, A, r, Z, Zd,
-                                th, dr, zeroF, zeroF, 0, dphi)
-                if coord_dofs:
-                    T.dof_coords_t(ma, zero_n, zero_n, zero_n, dh, dhd, dhdd)
-                else:
-                    T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, zeroF, zeroF, zero_n,
-                                   zero_n, zero_n, dh, dhd, dhdd)
-                for k in range(m):
-                    rhs[k] = -dphi[k]
-                for k in range(d):
-                    rhs[m + k] = -dh[k]
-                theta_apply(Sm, R, rhs, dz)
-            T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-            T.joint_columns_t(ma, r, u, dr, du, db)
-            # ---- velocity level (eqs 32b, 37b)
-            T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
-            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, zero_n, zero_n, A, r, Z, Zd, th, dr,
-                            dZ, zeroF, 1, dphi)
+                lev0 = 1
+        # ---- the position (a parameter moving the geometry: Theta_z dz = [-Phi_rho;
+        # -h_rho]), velocity and acceleration levels (eqs 32a-c, 37a-c): at level ``lev``
+        # Theta_z x = -[Phi'; h'] for x = dz, dzd, dzdd, with Phi' and h' the constraint
+        # and DOF tangents at that level taken while x is still zero (one call site of
+        # each: the tangent kernels are compiled into this function)
+        for lev in range(lev0, 3):
+            if lev <= 1:
+                T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
+            if lev == 1:
+                T.joint_columns_t(ma, r, u, dr, du, db)
+                T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
+            elif lev == 2:
+                T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db,
+                                        dZ, dZd)
+            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ,
+                            dZd, lev, dphi)
             if coord_dofs:
-                T.dof_coords_t(ma, dz, zero_n, zero_n, dh, dhd, dhdd)
+                T.dof_coords_t(ma, dz, dzd, dzdd, dh, dhd, dhdd)
             else:
-                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, zeroF, dz, zero_n, zero_n,
-                               dh, dhd, dhdd)
+                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd,
+                               dhdd)
+            hl = dh if lev == 0 else (dhd if lev == 1 else dhdd)
+            x = dz if lev == 0 else (dzd if lev == 1 else dzdd)
             for k in range(m):
                 rhs[k] = -dphi[k]
             for k in range(d):
-                rhs[m + k] = -dhd[k]
-            theta_apply(Sm, R, rhs, dzd)
-            # + the columns times dzd (frame_velocities_t is linear in dzd)
-            add_column_rates(ma, dzd, bcol, Ef, dZ)
-        if not (static and not is_v):
-            # ---- acceleration level (eqs 32c, 37c)
-            T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db, dZ,
-                                    dZd)
-            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, zero_n, A, r, Z, Zd, th, dr,
-                            dZ, dZd, 2, dphi)
-            if coord_dofs:
-                T.dof_coords_t(ma, dz, dzd, zero_n, dh, dhd, dhdd)
-            else:
-                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, zero_n, dh,
-                               dhd, dhdd)
-            for k in range(m):
-                rhs[k] = -dphi[k]
-            for k in range(d):
-                rhs[m + k] = -dhdd[k]
-            theta_apply(Sm, R, rhs, dzdd)
-            # + the columns times dzdd (frame_accelerations_t is linear in dzdd)
-            add_column_rates(ma, dzdd, bcol, Ef, dZd)
+                rhs[m + k] = -hl[k]
+            theta_apply(Sm, R, rhs, x)
+            # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
+            # linear in it
+            if lev == 1:
+                add_column_rates(ma, dzd, bcol, Ef, dZ)
+            elif lev == 2:
+                add_column_rates(ma, dzdd, bcol, Ef, dZd)
         # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
         # = dm/dV_j of the velocity level, :func:`measures_t`)
         measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,

@@ -591,7 +591,7 @@ def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
     B[s, 5, 2] = dd2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ, dZd,
                   level, out):
     """Tangent of :func:`_kernels.constraints` at the given level.

@@ -325,7 +325,11 @@ class RunJob:
         self.iters = np.zeros(N, dtype=np.int64)
         self.energy = np.zeros(N)
         self.steps = np.zeros((N, 2), dtype=np.int64)
-        self.KS = np.zeros((N, MR.state_record_size(cm.arrays, n) if keep_states else 0))
+        # kept states: only the flag column needs a value before the run (a row is read
+        # only when flagged); the rest is written by the integrator (np.empty: no pass
+        # over the ~N x 300 floats, 1.5 ms of the five-bar's 51 ms run)
+        self.KS = np.empty((N, MR.state_record_size(cm.arrays, n) if keep_states else 0))
+        self.KS[:, :1] = 0.0
         self.progress = np.zeros(1, dtype=np.int64)
         if resume is None:
             res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
