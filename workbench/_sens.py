@@ -500,7 +500,7 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     b3 = np.zeros((3, nbod, 3))       # dfb, dnb, bg
     bm = np.zeros(nbod)
     bJ = np.zeros((nbod, 3, 3))
-    f6 = np.zeros((11, nf, 6))        # dbv, dVc, dVdc, db, dZ, dZd, dZj, zero, Fs, dFs, E
+    f6 = np.zeros((9, nf, 6))         # dbv, dVc, dVdc, db, dZ, dZd, Fs, dFs, E
     small = (np.zeros(m + d), np.zeros(nfield), np.zeros(m), np.zeros(d), np.zeros(d),
              np.zeros(d), np.zeros(m + d), np.zeros(nm), np.zeros(nm))
     # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
@@ -557,9 +557,9 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     R, Md, ZR, RjT, Sdr, Sm = mats
     dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3]
     dbv, dVc, dVdc = f6[0], f6[1], f6[2]
-    db, dZ, dZd, dZj, zeroF = f6[3], f6[4], f6[5], f6[6], f6[7]
+    db, dZ, dZd = f6[3], f6[4], f6[5]
     dfb, dnb, bg = b3[0], b3[1], b3[2]
-    Fs, dFs, Ef = f6[8], f6[9], f6[10]
+    Fs, dFs, Ef = f6[6], f6[7], f6[8]
     mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
     st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
     if st != MR.OK:
@@ -569,7 +569,7 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
     zddout[:] = zdd
     A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
     V, beta, Rm = ws[7], ws[8], ws[9]
-    fb, nb_, Qj = ws[14], ws[15], ws[16]
+    fb, nb_ = ws[14], ws[15]
     MR._project(R, Md, Mbar)
     measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
     # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
@@ -633,10 +633,12 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         # dz = 0 and dTheta = 0.  V directions only seed dzd = R e_k (Theta_z dzd = [0;
         # e_k]); the other zero tangents are set directly.
         static = is_v or (has_p and pkin[col - 2 * d] == 0)
+        # the joint-coordinate tangents start at zero (each level's unknown must be zero
+        # while its right-hand side is taken, below)
+        dz[:] = 0.0
+        dzd[:] = 0.0
+        dzdd[:] = 0.0
         if static:
-            dz[:] = 0.0
-            dzd[:] = 0.0
-            dzdd[:] = 0.0
             th[:, :] = 0.0
             dr[:, :] = 0.0
             du[:, :] = 0.0
@@ -652,9 +654,6 @@ def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, m
         elif static:
             lev0 = 3
         else:
-            dz[:] = 0.0
-            dzd[:] = 0.0
-            dzdd[:] = 0.0
             lev0 = 0
             if col < d:
                 for k in range(n):

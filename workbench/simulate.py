@@ -326,8 +326,9 @@ class RunJob:
         self.energy = np.zeros(N)
         self.steps = np.zeros((N, 2), dtype=np.int64)
         # kept states: only the flag column needs a value before the run (a row is read
-        # only when flagged); the rest is written by the integrator (np.empty: no pass
-        # over the ~N x 300 floats, 1.5 ms of the five-bar's 51 ms run)
+        # only when flagged); the rest is written by the integrator (np.empty: no zeroing
+        # pass over the ~N x 300 floats; five-bar 5 s run with kept states, best of 10:
+        # 53.5 -> 52.8 ms)
         self.KS = np.empty((N, MR.state_record_size(cm.arrays, n) if keep_states else 0))
         self.KS[:, :1] = 0.0
         self.progress = np.zeros(1, dtype=np.int64)
