@@ -323,7 +323,7 @@ def make_workspace(ma, n):
 # (``store`` of :func:`integrate_trapezoidal`): a flag (1: the row holds the state), the
 # full rates, accelerations and ``tau``, ``R^Phi``, the frame kinematics, the QR factors of
 # ``Theta_z``, the applied forces and the SR-I reference-point terms, i.e. everything the
-# step Jacobians (:func:`_sens.step_jacobians_ws`) would otherwise re-evaluate (position
+# step Jacobians (:func:`_sens.jacobian_rows`) would otherwise re-evaluate (position
 # and velocity problems, inverse dynamics) at that state.  Laid out by :func:`_copy_state`.
 
 

@@ -481,7 +481,7 @@ def add_column_rates(ma, dq, bcol, E, dX):
 
 @njit(cache=True)
 def make_step_workspace(ma, n, npar, nm, zskip):
-    """Work arrays of :func:`step_jacobians_ws`, allocated once per sweep (``n`` joint
+    """Work arrays of :func:`jacobian_rows`, allocated once per sweep (``n`` joint
     coordinates, ``npar`` parameters, ``nm`` measures): the kinematic workspace of
     :func:`_matrixr.make_workspace` (plus the particular accelerations) and the primal and
     tangent arrays of every direction; ``zskip`` (d) marks the DOF whose position column is
@@ -510,7 +510,6 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
-@njit(cache=True)
 def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
                    Jr, Mbar, Jm, mval, Rout, zdout, zddout):
     """Exact partial derivatives of the step residual and of the measures at one state.
@@ -520,233 +519,28 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
     ``Gm`` (nfield x np) maps parameter directions to field directions (``p = p0 + G rho``);
     ``pkin[j]`` is 0 when parameter ``j`` is bound to no field the kinematics read (then
     its position, velocity and acceleration tangents and dR vanish and are skipped);
-    columns with ``pskip[j] = 1`` are not computed at all (left zero: the sweeps obtain
-    them in reverse mode, :func:`reverse_columns`).  ``Rout``, ``zdout``,
-    ``zddout`` receive ``R^Phi`` and the full velocities and accelerations of the state.
-    Returns a status code (OK when the state is regular).
+    the columns with ``pskip[j] = 1`` are computed in reverse mode
+    (:func:`reverse_columns`).  ``Rout``, ``zdout``, ``zddout`` receive ``R^Phi`` and the
+    full velocities and accelerations of the state.  Returns a status code (OK when the
+    state is regular).  The state ``z`` is a start for its position problem, not changed.
+
+    The one-row case of :func:`jacobian_rows` (one compiled kernel for both).
     """
-    sw = make_step_workspace(ma, z.shape[0], Gm.shape[1], ms_type.shape[0],
-                             np.zeros(zi.shape[0], dtype=np.int64))
-    return step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a,
-                             ms_c, Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, np.zeros(0))
-
-
-@njit(cache=True, inline="always")
-def step_jacobians_ws(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a, ms_c,
-                      Jr, Mbar, Jm, mval, Rout, zdout, zddout, sw, stored):
-    """:func:`step_jacobians` with the work arrays ``sw`` of :func:`make_step_workspace`
-    (allocated once per sweep, reused at every step); ``stored``: the state kept by the
-    integrator at this row (:func:`_matrixr.store_state`; length 0 or unflagged: the state
-    is evaluated here).  Inlined into its callers (``inline="always"``): called once per
-    step, it would otherwise receive the ~60 work arrays of ``sw`` as a copy of ~600
-    stack words at every call (five-bar: 14.1 -> 10.9 us per step with :func:`_state`
-    and :func:`_matrixr.load_state` inlined too)."""
-    n = z.shape[0]
-    d = zi.shape[0]
-    m = ma.c_type.shape[0]
-    npar = Gm.shape[1]
-    nfield = p.shape[0]
-    nf = ma.fr_parent.shape[0]
-    nm = ms_type.shape[0]
-    ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
-    cZd, Xb, wv, subv = rt
-    bdm, bdg, bdJ, zskip = bt
-    zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
-                                                vec_n[4], vec_n[5], vec_n[6], vec_n[7])
-    dtau = vec_n2[0]
-    R, Md, ZR, RjT, Sdr, Sm = mats
-    dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3]
-    dbv, dVc, dVdc = f6[0], f6[1], f6[2]
-    db, dZ, dZd = f6[3], f6[4], f6[5]
-    dfb, dnb, bg = b3[0], b3[1], b3[2]
-    Fs, dFs, Ef = f6[6], f6[7], f6[8]
-    mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
-    st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
-    if st != MR.OK:
-        return st
-    Rout[:, :] = R
-    zdout[:] = zd
-    zddout[:] = zdd
-    A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
-    V, beta, Rm = ws[7], ws[8], ws[9]
-    fb, nb_ = ws[14], ws[15]
-    MR._project(R, Md, Mbar)
-    measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
-    # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
-    qr_solve_transpose(V, beta, Rm, tau, mu)
-    # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
-    # then x = S a + R b (theta_apply), a product instead of a triangular solve
-    theta_columns(V, beta, Rm, m, rhs, dz, Sm)
-    # frame velocities with zd = R_j (Theta_z R_j as a velocity-level constraint)
-    for j in range(d):
-        for k in range(n):
-            RjT[j, k] = R[k, j]
-    for j in range(d):
-        K.frame_velocities(ma, RjT[j], bcol, ZR[j])
-    # SR-I primal terms (reference points, columns, velocities at the centres of mass):
-    # those the inverse dynamics of the state left in ws (MR.residual_tau)
-    Pc, bv, Vc, Vdc = ws[22], ws[23], ws[24], ws[25]
-    nbod = ma.b_frame.shape[0]
-    for b in range(nbod):
-        bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
-    ncol = 2 * d + npar
-    coord_dofs = True
-    for k in range(d):
-        if ma.dof_type[k] != DOF_COORD:
-            coord_dofs = False
-    # the acceleration directions change only the measures; none of them depends on the
-    # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
-    acc_meas = False
-    for k in range(nm):
-        if ms_type[k] == MS_ACC or ms_type[k] == MS_COORD_ACC:
-            acc_meas = True
-    if not acc_meas:
-        for k in range(nm):
-            for j in range(d):
-                Jm[k, 2 * d + j] = 0.0
-    for col in range(ncol):
-        # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol)
-        if col < d and zskip[col] != 0:
-            # the position of a cyclic DOF (sensitivity.cyclic_dofs, e.g. a wheel spin
-            # angle): nothing the residual or the measures read moves, dTheta = 0
-            for k in range(d):
-                Jr[k, col] = 0.0
-                Sdr[k, col] = 0.0
-            for k in range(nm):
-                Jm[k, col] = 0.0
-            continue
-        has_p = 2 * d <= col < ncol
-        is_v = d <= col < 2 * d
-        if has_p and pskip[col - 2 * d] != 0:
-            for k in range(d):
-                Jr[k, col] = 0.0
-            for k in range(nm):
-                Jm[k, col + d] = 0.0
-            continue
-        if has_p:
-            for i in range(nfield):
-                dp[i] = Gm[i, col - 2 * d]
-        else:
-            dp[:] = 0.0
-        # V directions and parameters bound to no kinematic field (masses, inertias,
-        # force-element data) leave the position problem (and so R, Theta_z) unchanged:
-        # dz = 0 and dTheta = 0.  V directions only seed dzd = R e_k (Theta_z dzd = [0;
-        # e_k]); the other zero tangents are set directly.
-        static = is_v or (has_p and pkin[col - 2 * d] == 0)
-        # the joint-coordinate tangents start at zero (each level's unknown must be zero
-        # while its right-hand side is taken, below)
-        dz[:] = 0.0
-        dzd[:] = 0.0
-        dzdd[:] = 0.0
-        if static:
-            th[:, :] = 0.0
-            dr[:, :] = 0.0
-            du[:, :] = 0.0
-            db[:, :] = 0.0
-            dZ[:, :] = 0.0
-            dZd[:, :] = 0.0
-        if is_v:
-            for k in range(n):
-                dzd[k] = R[k, col - d]
-            # with db = 0 the frame-velocity tangent is the frame velocities of R_j: ZR[j]
-            dZ[:, :] = ZR[col - d]
-            lev0 = 2
-        elif static:
-            lev0 = 3
-        else:
-            lev0 = 0
-            if col < d:
-                for k in range(n):
-                    dz[k] = R[k, col]
-                lev0 = 1
-        # ---- the position (a parameter moving the geometry: Theta_z dz = [-Phi_rho;
-        # -h_rho]), velocity and acceleration levels (eqs 32a-c, 37a-c): at level ``lev``
-        # Theta_z x = -[Phi'; h'] for x = dz, dzd, dzdd, with Phi' and h' the constraint
-        # and DOF tangents at that level taken while x is still zero (one call site of
-        # each: the tangent kernels are compiled into this function)
-        for lev in range(lev0, 3):
-            if lev <= 1:
-                T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-            if lev == 1:
-                T.joint_columns_t(ma, r, u, dr, du, db)
-                T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
-            elif lev == 2:
-                T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db,
-                                        dZ, dZd)
-            T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ,
-                            dZd, lev, dphi)
-            if coord_dofs:
-                T.dof_coords_t(ma, dz, dzd, dzdd, dh, dhd, dhdd)
-            else:
-                T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd,
-                               dhdd)
-            hl = dh if lev == 0 else (dhd if lev == 1 else dhdd)
-            x = dz if lev == 0 else (dzd if lev == 1 else dzdd)
-            for k in range(m):
-                rhs[k] = -dphi[k]
-            for k in range(d):
-                rhs[m + k] = -hl[k]
-            theta_apply(Sm, R, rhs, x)
-            # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
-            # linear in it
-            if lev == 1:
-                add_column_rates(ma, dzd, bcol, Ef, dZ)
-            elif lev == 2:
-                add_column_rates(ma, dzdd, bcol, Ef, dZd)
-        # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
-        # = dm/dV_j of the velocity level, :func:`measures_t`)
-        measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
-                   dmv, is_v and acc_meas, dmA)
-        jc = col if col < 2 * d else col + d
-        for k in range(nm):
-            Jm[k, jc] = dmv[k]
-        if is_v and acc_meas:
-            for k in range(nm):
-                Jm[k, col + d] = dmA[k]
-        # ---- residual: dr = R^T dtau + dR^T tau,  dR^T tau = -(dTheta R)^T mu  (eqs 53-57)
-        # velocity directions and the static parameters' directions with dp = 0 move no
-        # position and no field
-        kin = not is_v
-        if kin:
-            # the bodies' mass, centre-of-mass and inertia tangents, once per direction
-            T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
-        T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
-                           dnb, dQj, kin, bm, bg, bdm, bdg)
-        if form == MR.FORM_ORIGIN:
-            T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj,
-                                        dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
-        else:
-            if is_v:
-                # a velocity direction moves no reference point and no column
-                dPc[:, :] = 0.0
-                dbv[:, :] = 0.0
-            else:
-                T.reference_points_t(ma, dr, dPc, bdg)
-                T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
-            T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
-                               dVc, dVdc)
-            T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
-                                     dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
-        if not static:
-            dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
-        for j in range(d):
-            s = 0.0
-            for k in range(n):
-                s += R[k, j] * dtau[k]
-            if static:
-                # dTheta = 0: no change of R
-                Jr[j, col] = s
-                continue
-            if col < d and j < col:
-                # mu^T dTheta[R_i] R_j = mu^T Phi_zz(R_i, R_j) is symmetric in (i, j) (a
-                # second derivative; Phi_t does not depend on z): computed for (j, i)
-                Jr[j, col] = s - Sdr[col, j]
-                continue
-            sub = subv[j]
-            if col < d:
-                Sdr[j, col] = sub
-            Jr[j, col] = s - sub
-    return MR.OK
+    d, n = len(zi), len(z)
+    npar, nm = Gm.shape[1], len(ms_type)
+    row = lambda x: np.array(x, dtype=float).reshape(1, -1)     # copies
+    blk = make_block(1, d, npar, nm)
+    i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)
+    jacobian_rows(ma, p, form, np.array([float(t)]), row(z), row(zi), row(zdi), row(a),
+                  np.zeros((1, 0)), np.ascontiguousarray(Gm, dtype=float), i64(pkin),
+                  i64(pskip), np.zeros(d, dtype=np.int64), i64(ms_type), i64(ms_a),
+                  i64(ms_c), 0, 0, 1, blk, (Rout, zdout, zddout))
+    JR, MB, JM, MVb, STb = blk
+    Jr[:, :] = JR[0]
+    Mbar[:, :] = MB[0]
+    Jm[:, :] = JM[0]
+    mval[:] = MVb[0]
+    return int(STb[0])
 
 
 # ----------------------------------------------------------------------------------------
@@ -785,42 +579,252 @@ def make_block(N, d, npar, nm, B=None):
 
 @njit(cache=True, nogil=True)
 def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
-                  ms_c, k0, i0, i1, blk):
+                  ms_c, k0, i0, i1, blk, rzz):
     """The step Jacobians of rows ``k0 + i0 .. k0 + i1 - 1`` into the block ``blk`` of
-    :func:`make_block` (row ``k`` at index ``k - k0``), with work arrays of their own:
-    :func:`step_jacobians_ws` with the columns of ``P = dr/drho`` of the parameters with
-    ``pskip`` completed in reverse mode (:func:`reverse_columns`, the ``d`` unit cotangents
-    in one pass).  ``STb`` receives each row's status."""
+    :func:`make_block` (row ``k`` at index ``k - k0``), with work arrays of their own (the
+    columns of ``P = dr/drho`` of the parameters with ``pskip`` completed in reverse mode,
+    :func:`reverse_columns`, the ``d`` unit cotangents in one pass); ``STb`` receives each
+    row's status (see :func:`step_jacobians` for the outputs).  ``KS[k]``: the state kept
+    by the integrator at row ``k`` (:func:`_matrixr.store_state`; length 0 or unflagged:
+    the state is evaluated here).  ``rzz = (R, zd, zdd)`` receive ``R^Phi`` and the full
+    velocities and accelerations of each row's state.
+
+    One function with the per-row code written in its loop: called once per step, a
+    per-step function would receive the ~60 work arrays as a copy of ~600 stack words at
+    every call (five-bar: 14.1 -> 10.9 us per step when it was compiled into this loop),
+    and compiled into the loop by numba's IR inlining (``inline="always"``) its IR is
+    deep-copied block by block, each copy taking the whole variable scope along: a cost
+    quadratic in the size of the function (numba 0.68, ``InlineWorker.inline_ir``), 150 s
+    of compilation for this one (the kernels called once per direction are small enough
+    to be inlined)."""
     JR, MB, JM, MVb, STb = blk
     d = ZI.shape[1]
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
-    nz = ZZ.shape[1]
+    n = ZZ.shape[1]
     nskip = 0
     for q in range(npar):
         nskip += pskip[q]
-    own = (make_step_workspace(ma, nz, npar, nm, zskip), np.zeros((nz, d)), np.zeros(nz),
-           np.zeros(nz), np.zeros((d, p.shape[0])), sparse_columns(Gm, pskip))
+    own = (make_step_workspace(ma, n, npar, nm, zskip), np.zeros((d, p.shape[0])),
+           sparse_columns(Gm, pskip))
     # views without reference counts (the owners above and the caller's arrays outlive
     # the loop): no atomic increments when they are passed to the kernels
-    sw, Rst, zdst, zddst, gl, gsp = AR.borrow(own)
+    sw, gl, gsp = AR.borrow(own)
     gcol, gptr, gidx, gval = gsp
     p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
                                                              pkin, pskip))
     ms_type, ms_a, ms_c, JR, MB, JM, MVb, STb = AR.borrow((ms_type, ms_a, ms_c, JR, MB, JM,
                                                            MVb, STb))
-    kin = (sw[0][0], sw[0][1], sw[0][3], sw[0][4], sw[0][5])
-    ZR, RjT = sw[3][2], sw[3][3]
+    Rout, zdout, zddout = AR.borrow(rzz)
+    m = ma.c_type.shape[0]
+    nfield = p.shape[0]
+    nf = ma.fr_parent.shape[0]
+    ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
+    cZd, Xb, wv, subv = rt
+    bdm, bdg, bdJ, zskip = bt
+    zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
+                                                vec_n[4], vec_n[5], vec_n[6], vec_n[7])
+    dtau = vec_n2[0]
+    R, Md, ZR, RjT, Sdr, Sm = mats
+    dPc, th, dr, du = f3[0], f3[1], f3[2], f3[3]
+    dbv, dVc, dVdc = f6[0], f6[1], f6[2]
+    db, dZ, dZd = f6[3], f6[4], f6[5]
+    dfb, dnb, bg = b3[0], b3[1], b3[2]
+    Fs, dFs, Ef = f6[6], f6[7], f6[8]
+    mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
     for i in range(i0, i1):
-        k = k0 + i
-        Jr = JR[i]
-        st = step_jacobians_ws(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k], Gm, pkin,
-                               pskip, ms_type, ms_a, ms_c, Jr, MB[i], JM[i], MVb[i], Rst,
-                               zdst, zddst, sw, KS[k])
+        kr = k0 + i
+        t, zi, zdi, a, z, stored = TT[kr], ZI[kr], ZDI[kr], AA[kr], ZZ[kr], KS[kr]
+        Jr, Mbar, Jm, mval = JR[i], MB[i], JM[i], MVb[i]
+        st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws[26], stored)
         STb[i] = st
-        if st != MR.OK or nskip == 0:
+        if st != MR.OK:
             continue
-        reverse_columns(ma, p, ZZ[k], zdst, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl)
+        Rout[:, :] = R
+        zdout[:] = zd
+        zddout[:] = zdd
+        A, r, u, bcol, Z, Zd = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
+        V, beta, Rm = ws[7], ws[8], ws[9]
+        fb, nb_ = ws[14], ws[15]
+        MR._project(R, Md, Mbar)
+        measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
+        # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
+        qr_solve_transpose(V, beta, Rm, tau, mu)
+        # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
+        # then x = S a + R b (theta_apply), a product instead of a triangular solve
+        theta_columns(V, beta, Rm, m, rhs, dz, Sm)
+        # frame velocities with zd = R_j (Theta_z R_j as a velocity-level constraint)
+        for j in range(d):
+            for k in range(n):
+                RjT[j, k] = R[k, j]
+        for j in range(d):
+            K.frame_velocities(ma, RjT[j], bcol, ZR[j])
+        # SR-I primal terms (reference points, columns, velocities at the centres of mass):
+        # those the inverse dynamics of the state left in ws (MR.residual_tau)
+        Pc, bv, Vc, Vdc = ws[22], ws[23], ws[24], ws[25]
+        nbod = ma.b_frame.shape[0]
+        for b in range(nbod):
+            bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
+        ncol = 2 * d + npar
+        coord_dofs = True
+        for k in range(d):
+            if ma.dof_type[k] != DOF_COORD:
+                coord_dofs = False
+        # the acceleration directions change only the measures; none of them depends on the
+        # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
+        acc_meas = False
+        for k in range(nm):
+            if ms_type[k] == MS_ACC or ms_type[k] == MS_COORD_ACC:
+                acc_meas = True
+        if not acc_meas:
+            for k in range(nm):
+                for j in range(d):
+                    Jm[k, 2 * d + j] = 0.0
+        for col in range(ncol):
+            # direction: Z (col < d), V (d <= col < 2d), rho (2d <= col < ncol)
+            if col < d and zskip[col] != 0:
+                # the position of a cyclic DOF (sensitivity.cyclic_dofs, e.g. a wheel spin
+                # angle): nothing the residual or the measures read moves, dTheta = 0
+                for k in range(d):
+                    Jr[k, col] = 0.0
+                    Sdr[k, col] = 0.0
+                for k in range(nm):
+                    Jm[k, col] = 0.0
+                continue
+            has_p = 2 * d <= col < ncol
+            is_v = d <= col < 2 * d
+            if has_p and pskip[col - 2 * d] != 0:
+                for k in range(d):
+                    Jr[k, col] = 0.0
+                for k in range(nm):
+                    Jm[k, col + d] = 0.0
+                continue
+            if has_p:
+                for i in range(nfield):
+                    dp[i] = Gm[i, col - 2 * d]
+            else:
+                dp[:] = 0.0
+            # V directions and parameters bound to no kinematic field (masses, inertias,
+            # force-element data) leave the position problem (and so R, Theta_z) unchanged:
+            # dz = 0 and dTheta = 0.  V directions only seed dzd = R e_k (Theta_z dzd = [0;
+            # e_k]); the other zero tangents are set directly.
+            static = is_v or (has_p and pkin[col - 2 * d] == 0)
+            # the joint-coordinate tangents start at zero (each level's unknown must be zero
+            # while its right-hand side is taken, below)
+            dz[:] = 0.0
+            dzd[:] = 0.0
+            dzdd[:] = 0.0
+            if static:
+                th[:, :] = 0.0
+                dr[:, :] = 0.0
+                du[:, :] = 0.0
+                db[:, :] = 0.0
+                dZ[:, :] = 0.0
+                dZd[:, :] = 0.0
+            if is_v:
+                for k in range(n):
+                    dzd[k] = R[k, col - d]
+                # with db = 0 the frame-velocity tangent is the frame velocities of R_j: ZR[j]
+                dZ[:, :] = ZR[col - d]
+                lev0 = 2
+            elif static:
+                lev0 = 3
+            else:
+                lev0 = 0
+                if col < d:
+                    for k in range(n):
+                        dz[k] = R[k, col]
+                    lev0 = 1
+            # ---- the position (a parameter moving the geometry: Theta_z dz = [-Phi_rho;
+            # -h_rho]), velocity and acceleration levels (eqs 32a-c, 37a-c): at level ``lev``
+            # Theta_z x = -[Phi'; h'] for x = dz, dzd, dzdd, with Phi' and h' the constraint
+            # and DOF tangents at that level taken while x is still zero (one call site of
+            # each: the tangent kernels are compiled into this function)
+            for lev in range(lev0, 3):
+                if lev <= 1:
+                    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
+                if lev == 1:
+                    T.joint_columns_t(ma, r, u, dr, du, db)
+                    T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
+                elif lev == 2:
+                    T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db,
+                                            dZ, dZd)
+                T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ,
+                                dZd, lev, dphi)
+                if coord_dofs:
+                    T.dof_coords_t(ma, dz, dzd, dzdd, dh, dhd, dhdd)
+                else:
+                    T.dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd,
+                                   dhdd)
+                hl = dh if lev == 0 else (dhd if lev == 1 else dhdd)
+                x = dz if lev == 0 else (dzd if lev == 1 else dzdd)
+                for k in range(m):
+                    rhs[k] = -dphi[k]
+                for k in range(d):
+                    rhs[m + k] = -hl[k]
+                theta_apply(Sm, R, rhs, x)
+                # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
+                # linear in it
+                if lev == 1:
+                    add_column_rates(ma, dzd, bcol, Ef, dZ)
+                elif lev == 2:
+                    add_column_rates(ma, dzdd, bcol, Ef, dZd)
+            # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
+            # = dm/dV_j of the velocity level, :func:`measures_t`)
+            measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
+                       dmv, is_v and acc_meas, dmA)
+            jc = col if col < 2 * d else col + d
+            for k in range(nm):
+                Jm[k, jc] = dmv[k]
+            if is_v and acc_meas:
+                for k in range(nm):
+                    Jm[k, col + d] = dmA[k]
+            # ---- residual: dr = R^T dtau + dR^T tau,  dR^T tau = -(dTheta R)^T mu  (eqs 53-57)
+            # velocity directions and the static parameters' directions with dp = 0 move no
+            # position and no field
+            kin = not is_v
+            if kin:
+                # the bodies' mass, centre-of-mass and inertia tangents, once per direction
+                T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
+            T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
+                               dnb, dQj, kin, bm, bg, bdm, bdg)
+            if form == MR.FORM_ORIGIN:
+                T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj,
+                                            dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
+            else:
+                if is_v:
+                    # a velocity direction moves no reference point and no column
+                    dPc[:, :] = 0.0
+                    dbv[:, :] = 0.0
+                else:
+                    T.reference_points_t(ma, dr, dPc, bdg)
+                    T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
+                T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
+                                   dVc, dVdc)
+                T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
+                                         dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
+            if not static:
+                dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
+            for j in range(d):
+                s = 0.0
+                for k in range(n):
+                    s += R[k, j] * dtau[k]
+                if static:
+                    # dTheta = 0: no change of R
+                    Jr[j, col] = s
+                    continue
+                if col < d and j < col:
+                    # mu^T dTheta[R_i] R_j = mu^T Phi_zz(R_i, R_j) is symmetric in (i, j) (a
+                    # second derivative; Phi_t does not depend on z): computed for (j, i)
+                    Jr[j, col] = s - Sdr[col, j]
+                    continue
+                sub = subv[j]
+                if col < d:
+                    Sdr[j, col] = sub
+                Jr[j, col] = s - sub
+        if nskip > 0:
+            reverse_columns(ma, p, z, zd, (A, r, bcol, Z, Zd), RjT, ZR, gcol, gptr, gidx, gval,
+                            Jr, gl)
     AR.keepalive(own)
 
 
@@ -829,9 +833,11 @@ def _jacobian_chunks(mas, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zsk
                      ms_a, ms_c, k0, k1, blk):
     nb = k1 - k0
     nch = max(1, min(len(mas), nb))
+    n, d = ZZ.shape[1], ZI.shape[1]
     for c in prange(nch):
         jacobian_rows(mas[c], p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
-                      ms_type, ms_a, ms_c, k0, nb * c // nch, nb * (c + 1) // nch, blk)
+                      ms_type, ms_a, ms_c, k0, nb * c // nch, nb * (c + 1) // nch, blk,
+                      (np.zeros((n, d)), np.zeros(n), np.zeros(n)))
 
 
 def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
@@ -845,8 +851,10 @@ def step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, z
     Python: a cached kernel that calls a parallel one may not start the thread pool when
     loaded from the cache (numba PR 9950)."""
     if nth <= 1 or k1 - k0 <= 1:
+        n, d = ZZ.shape[1], ZI.shape[1]
         jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
-                      ms_a, ms_c, k0, 0, k1 - k0, blk)
+                      ms_a, ms_c, k0, 0, k1 - k0, blk,
+                      (np.zeros((n, d)), np.zeros(n), np.zeros(n)))
     else:
         _jacobian_chunks(AR.replicas(ma, nth), p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin,
                          pskip, zskip, ms_type, ms_a, ms_c, k0, k1, blk)
@@ -1275,7 +1283,7 @@ def reverse_columns(ma, p, z, zd, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl):
     entries of ``Gm``'s column (``gptr, gidx, gval``: the compressed columns,
     :func:`sparse_columns`).  ``kin = (A, r, bcol, Z, Zd)``: the frame kinematics of the
     state, ``RjT`` (d x n) = ``R^T`` and ``ZR`` (d x frames x 6) their frame velocities
-    (left by :func:`step_jacobians_ws`); ``gl`` (d x nfield): work array."""
+    (left by :func:`jacobian_rows`); ``gl`` (d x nfield): work array."""
     d = RjT.shape[0]
     A, r, bcol, Z, Zd = kin
     gl[:, :] = 0.0

@@ -18,7 +18,7 @@ Conventions for the tangents of the position kinematics:
 
 Everything is exact: no differences, no step sizes.
 
-The kernels called once per direction by :func:`_sens.step_jacobians_ws` are compiled into
+The kernels called once per direction by :func:`_sens.jacobian_rows` are compiled into
 it (``inline="always"``, numba IR inlining): numba passes every array argument as 7-11
 machine words on the stack and counts a reference of the model's StructRef around each
 call, which took about a tenth of the step-Jacobian time (``perf``: ``push``/``mov`` of
