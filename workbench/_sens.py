@@ -954,7 +954,8 @@ def direct_block(h, k0, k1, blk, SS, MV, DM, SA_out):
 
 
 def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type,
-                  ms_a, ms_c, SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry, nthreads=1):
+                  ms_a, ms_c, SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry, nthreads=1,
+                  partials=None):
     """Backward sweep of the adjoint method for ``no`` objectives at once.
 
     ``GM[n]`` (nm x no): partial derivatives of the integrands with respect to the measures
@@ -972,6 +973,9 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, ps
     The arrays may hold one segment of the trajectory (checkpointing): its rows are the
     global rows ``row0 .. row0 + N - 1`` of ``nglob``; ``carry`` (7 x d x no) holds the
     adjoint state between segments (zero before the last segment), updated in place.
+    ``partials(k0, k1, MVb, STb)``, if given, is called with each block's measures (which
+    the step Jacobians evaluate anyway) before its recursion and fills ``GM[k0:k1]`` (and
+    ``C0`` by the block of row 0): the measures need no pass of their own.
     Returns (status, step).
     """
     N, d, npar, nm = TT.shape[0], ZI.shape[1], Gm.shape[1], ms_type.shape[0]
@@ -979,6 +983,8 @@ def adjoint_sweep(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, ps
     for k0, k1 in _blocks(N, blk[0].shape[0], backward=True):
         step_jacobian_block(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
                             ms_type, ms_a, ms_c, k0, k1, nthreads, blk)
+        if partials is not None:
+            partials(k0, k1, blk[3][:k1 - k0], blk[4][:k1 - k0])
         st, k = adjoint_block(h, variant, k0, k1, blk, SZ0, SV0, GM, C0, W, GRAD, RUN,
                                row0, nglob, carry)
         if st != MR.OK:

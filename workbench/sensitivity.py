@@ -546,29 +546,41 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         running[1:] = np.cumsum(0.5 * dt * (contrib[1:] + contrib[:-1]), axis=0)
         grad = running[-1].copy()
     else:
-        if formulation == "global":
-            MV = measure_values(sim, co)
-        elif jac is not None:
-            # pipelined: the measures came with the step Jacobians
-            MV = jac[3]
-        else:
-            # the simulation stored the full rates and accelerations: frame kinematics only
-            MV = np.zeros((N, nm))
-            S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a,
-                              co.ms_c, MV)
-        g, GM = co.integrand_partials(MV)
-        C0 = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
         GRAD = np.zeros((npar, no))
         RUN = np.zeros((N, npar, no))
         carry = np.zeros((7, cm.d, no))
         vcode = 0 if variant == "discrete" else 1
-        if jac is not None:
-            st, k = S.adjoint_block(dt, vcode, 0, N, jac, SZ0, SV0, GM,
-                                    np.ascontiguousarray(C0), W, GRAD, RUN, 0, N, carry)
+        if formulation == "global" or jac is not None:
+            # global formulation: a pass of its own; pipelined: the measures came with the
+            # step Jacobians
+            MV = measure_values(sim, co) if jac is None else jac[3]
+            g, GM = co.integrand_partials(MV)
+            C0 = np.ascontiguousarray(-np.einsum("n,ntk->tk", W, GM) * co.relative[:, None])
+            kw = {}
         else:
-            st, k = adjoint_sweep(ma, ma.p, form, dt, vcode, *args, SZ0, SV0, GM,
-                                  np.ascontiguousarray(C0), W, GRAD, RUN, 0, N, carry,
-                                  nthreads=nthreads)
+            # the step Jacobians evaluate the measures of their rows: the integrand partials
+            # of each block are taken from them before its recursion (only the initial
+            # measures, the base of the relative terms, are evaluated ahead)
+            MV0 = np.zeros((1, nm))
+            S.measures_stored(ma, ma.p, sim.z[:1], sim.zd[:1], sim.zdd[:1], co.ms_type,
+                              co.ms_a, co.ms_c, MV0)
+            g, GM, C0 = np.zeros((N, no)), np.zeros((N, nm, no)), np.zeros((nm, no))
+
+            def partials(k0, k1, MVb, STb):
+                ok = STb == MR.OK          # (a failed row stops the recursion there)
+                if ok.all():
+                    g[k0:k1], GM[k0:k1] = co.integrand_partials(MVb, base=MV0[0])
+                else:
+                    g[k0:k1][ok], GM[k0:k1][ok] = co.integrand_partials(MVb[ok], base=MV0[0])
+                if k0 == 0:
+                    C0[:] = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
+            kw = {"partials": partials}
+        if jac is not None:
+            st, k = S.adjoint_block(dt, vcode, 0, N, jac, SZ0, SV0, GM, C0, W, GRAD, RUN, 0,
+                                    N, carry)
+        else:
+            st, k = adjoint_sweep(ma, ma.p, form, dt, vcode, *args, SZ0, SV0, GM, C0, W, GRAD,
+                                  RUN, 0, N, carry, nthreads=nthreads, **kw)
         _raise(cm, st, sim, k)
         grad = GRAD.T.copy()
         running = np.transpose(RUN, (0, 2, 1)).copy()
