@@ -460,6 +460,22 @@ def test_a_failing_forward_run_raises_its_typed_error_on_every_path(method):
         assert 0.0 < exc.value.time <= 0.1 and "'stiff'" in str(exc.value)
 
 
+def test_a_non_finite_given_simulation_raises_a_typed_error():
+    """A simulation passed in with a NaN (edited, or made elsewhere) is refused before any
+    sweep, naming the array and the time of its first bad row, for both methods; the
+    simulation is left as it was."""
+    from workbench.errors import NonFiniteError
+    cm = catalog.load("five-bar").compile()
+    sim = simulate(cm, 0.3, 1e-3)
+    sim.zdi[150, 1] = np.nan
+    before = sim.zdi.copy()
+    for method in ("direct", "adjoint"):
+        with pytest.raises(NonFiniteError, match="'zdi' at output row 150") as exc:
+            sensitivity(cm, method=method, simulation=sim, t_end=0.3, dt=1e-3)
+        assert exc.value.time == pytest.approx(0.15)
+    np.testing.assert_array_equal(sim.zdi, before)
+
+
 def test_bench_sensitivity_smoke(tmp_path):
     """`workbench bench sensitivity` on short runs: every row is measured (on all threads
     and on one) and written."""

@@ -481,6 +481,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     nrows = nsteps_of(0.0, t_end, dt) + 1    # ValueError for a bad grid, before any work
     if simulation is not None:
         _check_plain_steps(cm, simulation)
+        _check_finite(cm, simulation)
     names, Gm, units = _parameter_columns(cm, parameters)
     co = _resolve_objectives(cm, objectives)
     values = dict(zip(cm.param_names, cm.param_values))
@@ -852,6 +853,23 @@ def _check_plain_steps(cm, sim, offset=0):
             f"discrete sensitivities need one trapezoidal step per interval -- use a smaller "
             f"dt or keep the motion away from the singular configuration",
             time=float(sim.t[k - offset]), step=k)
+
+
+def _check_finite(cm, sim):
+    """A given simulation's rows are finite (the integrator raises rather than return a
+    NaN; a result edited or made elsewhere may hold one): NonFiniteError naming the first
+    bad row's time and array."""
+    from .errors import NonFiniteError
+    for name in ("t", "z", "zd", "zdd", "zi", "zdi", "zddi"):
+        a = np.asarray(getattr(sim, name))
+        bad = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
+        if bad.any():
+            k = int(np.argmax(bad))
+            t = float(sim.t[k]) if np.isfinite(sim.t[k]) else None
+            raise NonFiniteError(
+                f"model {cm.name!r}: the given simulation holds a NaN or infinite value in "
+                f"{name!r} at output row {k} (t = {t}); the sensitivity sweeps need a finite "
+                f"trajectory", t, element=name)
 
 
 def _finite_differences(cm, co, names, units, formulation, t_end, dt, rel):
