@@ -476,6 +476,32 @@ def test_a_non_finite_given_simulation_raises_a_typed_error():
     np.testing.assert_array_equal(sim.zdi, before)
 
 
+def test_a_given_simulation_of_another_model_design_or_grid_is_refused():
+    """``simulation=`` must be a run of this model, design, formulation and grid: each
+    mismatch is a SensitivityError naming it (a wrong step used to give a silently wrong
+    gradient, another model a SystemError from the kernels); t_end and dt default to the
+    simulation's grid."""
+    from workbench.errors import SensitivityError
+    cm = catalog.load("five-bar").compile()
+    sim = simulate(cm, 0.1, 1e-3)
+    cases = [
+        (dict(simulation=sim, t_end=0.1, dt=2e-3), "dt = 0.001 s, not 0.002 s"),
+        (dict(simulation=sim, t_end=0.2, dt=1e-3), "101 output rows"),
+        (dict(simulation=simulate(catalog.load("pendulum").compile(), 0.1, 1e-3)),
+         "model 'pendulum'"),
+        (dict(simulation=simulate(cm, 0.1, 1e-3, "sr-origin")), "formulation 'sr-origin'"),
+        (dict(simulation=simulate(catalog.load("five-bar").compile({"k1": 2.0}), 0.1, 1e-3)),
+         "parameter k1: 2 there, 150 here"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(SensitivityError, match=msg):
+            sensitivity(cm, method="adjoint", **kw)
+    ref = sensitivity(cm, method="adjoint", t_end=0.1, dt=1e-3)
+    r = sensitivity("five-bar", method="adjoint", simulation=sim)   # its grid, by name
+    # 1e-13: a kept state against its re-evaluation (test_kept_states_equal_a_re_evaluation)
+    np.testing.assert_allclose(r.gradient, ref.gradient, rtol=1e-13, atol=0)
+
+
 def test_bench_sensitivity_smoke(tmp_path):
     """`workbench bench sensitivity` on short runs: every row is measured (on all threads
     and on one) and written."""

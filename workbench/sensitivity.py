@@ -453,6 +453,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         ``delta_j = fd_step * max(|rho_j|, 1e-3)``.
     simulation : SimulationResult, optional
         A simulation of the same model/formulation/grid to reuse (skips the forward run).
+        Checked: another model, design (parameter values), formulation, step or number of
+        rows, or a non-finite value, raises SensitivityError (NonFiniteError); ``t_end``
+        and ``dt`` default to its grid.
     checkpoint_steps : int, optional
         Adjoint only: keep the forward trajectory at every ``checkpoint_steps``-th step and
         re-run each segment during the backward sweep (see "Adjoint memory" in the module
@@ -476,10 +479,17 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     cm = _compiled(model)
     form = formulation_code(formulation)
     meta = getattr(cm.model, "meta", {}) or {}
+    if simulation is not None:
+        # its grid is the default; a different model, design, formulation or grid is refused
+        t_end, dt = _match_simulation(cm, simulation, formulation, t_end, dt)
     t_end = float(meta.get("t_end", 1.0) if t_end is None else t_end)
     dt = float(meta.get("dt", 1e-3) if dt is None else dt)
     nrows = nsteps_of(0.0, t_end, dt) + 1    # ValueError for a bad grid, before any work
     if simulation is not None:
+        if len(simulation.t) != nrows:
+            raise SensitivityError(
+                f"model {cm.name!r}: the given simulation has {len(simulation.t)} output rows, "
+                f"t_end = {t_end:g} s with dt = {dt:g} s needs {nrows}")
         _check_plain_steps(cm, simulation)
         _check_finite(cm, simulation)
     names, Gm, units = _parameter_columns(cm, parameters)
@@ -853,6 +863,35 @@ def _check_plain_steps(cm, sim, offset=0):
             f"discrete sensitivities need one trapezoidal step per interval -- use a smaller "
             f"dt or keep the motion away from the singular configuration",
             time=float(sim.t[k - offset]), step=k)
+
+
+def _match_simulation(cm, sim, formulation, t_end, dt):
+    """``(t_end, dt)`` for a given simulation ``sim``: its own grid where they are None.
+    A simulation of another model or design (different parameter values), another
+    formulation or another step is refused (SensitivityError): the sweeps would
+    differentiate a trajectory that the model does not produce."""
+    other = getattr(sim, "compiled", None)
+    why = None
+    if sim.model != cm.name or (other is not None and other.name != cm.name):
+        why = f"it is a simulation of model {sim.model!r}"
+    elif np.shape(sim.z)[1:] != (cm.n,) or np.shape(sim.zi)[1:] != (cm.d,):
+        why = (f"its coordinates ({np.shape(sim.z)[1:]}, {np.shape(sim.zi)[1:]}) are not the "
+               f"model's ({cm.n} coordinates, {cm.d} degrees of freedom)")
+    elif other is not None and not np.array_equal(other.arrays.p, cm.arrays.p):
+        i = int(np.flatnonzero(other.arrays.p != cm.arrays.p)[0])
+        names = [nm for nm, col in zip(cm.param_names, cm.G.T) if col[i] != 0.0]
+        why = (f"it was run with other parameter values (field {i}"
+               f"{', parameter ' + names[0] if names else ''}: {float(other.arrays.p[i]):g} there, "
+               f"{float(cm.arrays.p[i]):g} here)")
+    elif sim.formulation != formulation:
+        why = f"it was run with formulation {sim.formulation!r}, not {formulation!r}"
+    elif dt is not None and not np.isclose(float(dt), sim.dt, rtol=1e-12, atol=0.0):
+        why = f"its step is dt = {sim.dt:g} s, not {float(dt):g} s"
+    if why is not None:
+        raise SensitivityError(f"model {cm.name!r}: the given simulation cannot be used: "
+                               f"{why}; pass a simulation of this model and grid, or none")
+    t_end = float(sim.t[-1]) if t_end is None else t_end
+    return t_end, sim.dt if dt is None else dt
 
 
 def _check_finite(cm, sim):
