@@ -502,6 +502,21 @@ def test_a_given_simulation_of_another_model_design_or_grid_is_refused():
     np.testing.assert_allclose(r.gradient, ref.gradient, rtol=1e-13, atol=0)
 
 
+def test_bad_sensitivity_arguments_are_refused():
+    """A zero difference step gave a NaN gradient with only a RuntimeWarning, a negative
+    memory budget and a repeated parameter were accepted: each is refused before any
+    work."""
+    cm = catalog.load("five-bar").compile()
+    kw = dict(t_end=0.05, dt=1e-3)
+    for bad in (0.0, -1e-5, float("nan")):
+        with pytest.raises(ValueError, match="fd_step must be a positive number"):
+            sensitivity(cm, method="fd", fd_step=bad, **kw)
+    with pytest.raises(ValueError, match="memory_limit_mb must be a positive number"):
+        sensitivity(cm, memory_limit_mb=-5, **kw)
+    with pytest.raises(ModelError, match="parameter 'k1' is listed twice"):
+        sensitivity(cm, parameters=["k1", "mA1", "k1"], **kw)
+
+
 def test_bench_sensitivity_smoke(tmp_path):
     """`workbench bench sensitivity` on short runs: every row is measured (on all threads
     and on one) and written."""

@@ -157,6 +157,10 @@ def _parameter_columns(cm: CompiledModel, parameters) -> tuple:
             raise ModelError(f"model {cm.name!r}: no parameters given and no "
                              "design_parameters declared in the model")
     names = list(parameters)
+    seen = set()
+    dup = [nm for nm in names if nm in seen or seen.add(nm)]
+    if dup:
+        raise ModelError(f"model {cm.name!r}: parameter {dup[0]!r} is listed twice")
     cols = []
     for nm in names:
         if nm not in cm.param_names:
@@ -476,6 +480,10 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     nthreads = _threads(threads)
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+    for label, v in (("fd_step", fd_step), ("memory_limit_mb", memory_limit_mb)):
+        if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v)
+                and v > 0):
+            raise ValueError(f"{label} must be a positive number, got {v!r}")
     cm = _compiled(model)
     form = formulation_code(formulation)
     meta = getattr(cm.model, "meta", {}) or {}
