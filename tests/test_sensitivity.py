@@ -329,6 +329,21 @@ def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
     assert "unknown parameter 'nope'" in capsys.readouterr().err
 
 
+def test_report_timings_are_the_median_run_after_a_discarded_warm_up():
+    from types import SimpleNamespace
+    from workbench.reports import median_run
+    totals = iter([9.0, 0.3, 0.1, 0.2])     # the first (warm-up) call is the slowest
+    calls = []
+
+    def run():
+        calls.append(1)
+        return SimpleNamespace(timings={"total_s": next(totals)})
+
+    r = median_run(run, repeat=3)
+    assert len(calls) == 4
+    assert r.timings["total_s"] == 0.2
+
+
 def test_resumed_segment_reproduces_the_stored_rows_bit_for_bit():
     """Checkpointing rests on this: a run resumed from a stored row (with that row's
     acceleration and the predictor state) repeats the original rows exactly."""

@@ -22,7 +22,7 @@ import numpy as np
 from . import _kernels as K
 from . import catalog
 from . import objectives as O
-from .reports import _cpu_comparison, _cpu_figure
+from .reports import TIMING_REPEATS, _cpu_comparison, _cpu_figure, timed_runs
 from .sensitivity import sensitivity
 
 #: seed 001 Tables 2 and 3, column "Reference" (IFToMM reference values, official model)
@@ -94,10 +94,7 @@ def buggy(maneuver: str, out_dir, formulation: str = "sr-com", t_end=None,
                  ("fd", "discrete")):
         sensitivity(cm, method=m, variant=v, formulation=formulation, t_end=3 * dt, dt=dt)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    D = sensitivity(cm, method="direct", **kw)
-    A = sensitivity(cm, method="adjoint", simulation=D.simulation, **kw)
-    Dc = sensitivity(cm, method="direct", variant="continuous", simulation=D.simulation, **kw)
-    Ac = sensitivity(cm, method="adjoint", variant="continuous", simulation=D.simulation, **kw)
+    D, A, Dc, Ac = timed_runs(cm, kw)
     F = sensitivity(cm, method="fd", **kw)
     # the global formulation in natural coordinates on the same independent coordinates
     # (issue 6; seed 001 section 4.2, Tables 2-3 and Figs 4-5), measured in this run
@@ -164,7 +161,8 @@ def buggy(maneuver: str, out_dir, formulation: str = "sr-com", t_end=None,
         "t_end": float(D.t[-1]),
         "formulation": formulation,
         "note": "wall seconds measured in this run after numba compilation (one core); "
-                "direct_s/adjoint_s exclude the forward simulation (simulation_s); "
+                "semi-recursive simulation_s, direct_s, adjoint_s: the run of median time of "
+                f"{TIMING_REPEATS} after a full-length warm-up; direct_s/adjoint_s exclude the forward simulation (simulation_s); "
                 "real_time_factor = simulated seconds / (simulation_s + adjoint_s); "
                 "real_time_factor_repeats: the same figure for this run and for repeated "
                 "adjoint runs (each with its own simulation) in the same process; fd_s is "
