@@ -304,7 +304,8 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
             f"per entry from the semi-recursive `{timings['formulation']}` gradients (direct "
             f"and adjoint): {relg:.2e}; global direct vs adjoint: "
             f"{_rel(Ag.gradient, Dg.gradient):.2e}.  CPU (wall) time of this run, after numba "
-            "compilation, on a shared 2-core machine:",
+            "compilation, on a shared 2-core machine, one thread (semi-recursive: the run of "
+            f"median time of {TIMING_REPEATS} after a full-length warm-up; global: one run):",
             "",
             "| task | semi-recursive [s] | global [s] | semi-recursive saving |",
             "|---|---|---|---|",

@@ -170,7 +170,9 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
         "global Matrix-R formulation in natural coordinates (points and unit vectors of "
         "every body, `workbench.natural`) on the SAME independent coordinates, so they "
         "must equal the semi-recursive ones up to round-off.  CPU (wall) time of this run, "
-        "after numba compilation, on a shared 2-core machine:",
+        "after numba compilation, on a shared 2-core machine, one thread (semi-recursive: "
+        f"the run of median time of {TIMING_REPEATS} after a full-length warm-up; global: "
+        "one run):",
         "",
         "| task | semi-recursive [s] | global [s] | semi-recursive saving |",
         "|---|---|---|---|",
