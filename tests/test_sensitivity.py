@@ -137,6 +137,23 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
     # 1e-10: two exact evaluations of the same derivative (forward tangent vs virtual power)
     np.testing.assert_allclose((gf @ Gm)[q], lam @ Jr[:, 2 * d + q], rtol=1e-10,
                                atol=1e-10 * np.abs(lam @ Jr[:, 2 * d:]).max())
+    # the step Jacobians' own reverse-mode columns (the d unit cotangents; the bodies and
+    # springs none of whose fields these parameters read are skipped) = the forward ones
+    nb, ns, njs = ma.b_frame.shape[0], ma.sp_pt.shape[0], ma.js_coord.shape[0]
+    need = S.fields_read(S.sparse_columns(Gm, pskip)[2], ma.p.shape[0])
+    fields = ([[ma.b_mass[b], *range(ma.b_com[b], ma.b_com[b] + 3),
+                *range(ma.b_inr[b], ma.b_inr[b] + 6)] for b in range(nb)]
+              + [[ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s]] for s in range(ns)]
+              + [[ma.js_k[s], ma.js_c[s], ma.js_z0[s]] for s in range(njs)])
+    read = sum(1 for f in fields if need[f].any())
+    assert 0 < read < nb + ns + njs            # some elements are skipped, some are not
+    Jr2 = np.zeros_like(Jr)
+    st = S.step_jacobians(ma, ma.p, form, t, zi, zdi, a, z.copy(), Gm, pkin, pskip,
+                          co.ms_type, co.ms_a, co.ms_c, Jr2, Mb, Jm, mv, Rst, zdst, zddst)
+    assert st == MR.OK
+    # 1e-10: forward tangent vs virtual power, two exact evaluations
+    np.testing.assert_allclose(Jr2[:, 2 * d + q], Jr[:, 2 * d + q], rtol=1e-10,
+                               atol=1e-10 * np.abs(Jr[:, 2 * d:]).max())
 
     def F(zi_, zdi_, a_, p_):
         st, err, bad, zz, zd, zddb, R, Md, tau, Mbar, Qb = MR.evaluate_state(

@@ -605,11 +605,12 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     nskip = 0
     for q in range(npar):
         nskip += pskip[q]
-    own = (make_step_workspace(ma, n, npar, nm, zskip), np.zeros((d, p.shape[0])),
-           sparse_columns(Gm, pskip))
+    gsp = sparse_columns(Gm, pskip)
+    own = (make_step_workspace(ma, n, npar, nm, zskip), np.zeros((d, p.shape[0])), gsp,
+           fields_read(gsp[2], p.shape[0]))
     # views without reference counts (the owners above and the caller's arrays outlive
     # the loop): no atomic increments when they are passed to the kernels
-    sw, gl, gsp = AR.borrow(own)
+    sw, gl, gsp, need = AR.borrow(own)
     gcol, gptr, gidx, gval = gsp
     p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
                                                              pkin, pskip))
@@ -824,7 +825,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                 Jr[j, col] = s - sub
         if nskip > 0:
             reverse_columns(ma, p, z, zd, (A, r, bcol, Z, Zd), RjT, ZR, gcol, gptr, gidx, gval,
-                            Jr, gl)
+                            need, Jr, gl)
     AR.keepalive(own)
 
 
@@ -1281,7 +1282,7 @@ def dof_initial_t(ma, p, Gm, z, zd):
 
 
 @njit(cache=True)
-def reverse_columns(ma, p, z, zd, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl):
+def reverse_columns(ma, p, z, zd, kin, RjT, ZR, gcol, gptr, gidx, gval, need, Jr, gl):
     """The columns ``Jr[:, 2d + q] = R^T dtau/drho_q`` of the parameters ``q = gcol[e]``
     bound to no kinematic field (``pskip``), in reverse mode: one pass of
     :func:`virtual_power_lanes` over the bodies with the ``d`` columns ``R_j`` of
@@ -1289,11 +1290,13 @@ def reverse_columns(ma, p, z, zd, kin, RjT, ZR, gcol, gptr, gidx, gval, Jr, gl):
     entries of ``Gm``'s column (``gptr, gidx, gval``: the compressed columns,
     :func:`sparse_columns`).  ``kin = (A, r, bcol, Z, Zd)``: the frame kinematics of the
     state, ``RjT`` (d x n) = ``R^T`` and ``ZR`` (d x frames x 6) their frame velocities
-    (left by :func:`jacobian_rows`); ``gl`` (d x nfield): work array."""
+    (left by :func:`jacobian_rows`); ``need``: :func:`fields_read` of ``gidx`` (the
+    bodies and springs whose fields no column reads are skipped); ``gl`` (d x nfield): work
+    array."""
     d = RjT.shape[0]
     A, r, bcol, Z, Zd = kin
     gl[:, :] = 0.0
-    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, RjT, gl, ZR)
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, RjT, gl, ZR, need)
     for e in range(gcol.shape[0]):
         col = 2 * d + gcol[e]
         for j in range(d):
@@ -1338,6 +1341,17 @@ def sparse_columns(Gm, pskip):
 
 
 @njit(cache=True)
+def fields_read(gidx, nfield):
+    """``1`` at each field index in ``gidx`` (the fields the reverse-mode parameter columns
+    read, :func:`sparse_columns`), else ``0``: the ``need`` mask of
+    :func:`virtual_power_lanes`."""
+    need = np.zeros(nfield, dtype=np.int64)
+    for t in range(gidx.shape[0]):
+        need[gidx[t]] = 1
+    return need
+
+
+@njit(cache=True)
 def _cross(a, b, out):
     out[0] = a[1] * b[2] - a[2] * b[1]
     out[1] = a[2] * b[0] - a[0] * b[2]
@@ -1361,20 +1375,24 @@ def virtual_power_gradient(ma, p, z, zd, zdd, v, gfield):
     Vv[0, :] = v
     Zv = np.zeros((1, nf, 6))
     K.frame_velocities(ma, Vv[0], bcol, Zv[0])
-    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv)
+    virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv,
+                        np.ones(gfield.shape[0], dtype=np.int64))
     for i in range(gfield.shape[0]):
         gfield[i] += gl[0, i]
 
 
 @njit(cache=True)
-def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
+def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv, need):
     """``gl[j] += d(v_j^T tau)/dp`` for the *static* fields: masses, centres of mass,
     inertias, point-to-point spring-dampers (k, c, natural length) and joint spring-dampers
     (k, c, q0) -- the reverse-mode (vector-Jacobian) products the adjoint needs, one pass
     over the bodies for all the generalised velocities ``v_j = Vv[j]`` (the lanes).
     ``A, r, bcol, Z, Zd``: frame kinematics of the state; ``Zv`` (lanes x frames x 6):
     the virtual twists of the lanes (``Zv[j]`` = :func:`_kernels.frame_velocities` of
-    ``Vv[j]``, given by the caller: the step Jacobians have them already).
+    ``Vv[j]``, given by the caller: the step Jacobians have them already).  ``need``
+    (nfield, 0/1): a body, spring or joint spring none of whose fields is flagged is
+    skipped (its entries of ``gl`` are left as they are); the others are computed exactly
+    as with every flag set.
 
     ``v^T tau`` with ``tau = M zdd - Q`` is the virtual power of the inertia forces minus
     the applied forces on the virtual twists ``Zv`` of the generalised velocity ``v``
@@ -1392,6 +1410,14 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
     JG = _S3x3()
     grav = ma.gravity
     for b in range(ma.b_frame.shape[0]):
+        c0 = ma.b_com[b]
+        ki = ma.b_inr[b]
+        im = ma.b_mass[b]
+        used = need[im] + need[c0] + need[c0 + 1] + need[c0 + 2]
+        for k in range(6):
+            used += need[ki + k]
+        if used == 0:
+            continue
         f = ma.b_frame[b]
         m = K.body_inertia(ma, p, A, r, b, g, JG)
         for i in range(3):
@@ -1407,9 +1433,6 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
         for k in range(3):
             wb[k] = A[f, 0, k] * w[0] + A[f, 1, k] * w[1] + A[f, 2, k] * w[2]
             alb[k] = A[f, 0, k] * al[0] + A[f, 1, k] * al[1] + A[f, 2, k] * al[2]
-        c0 = ma.b_com[b]
-        ki = ma.b_inr[b]
-        im = ma.b_mass[b]
         for j in range(nl):
             for i in range(3):
                 wv[i] = Zv[j, f, 3 + i]
@@ -1441,6 +1464,8 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
     # point-to-point spring-dampers
     x1, x2, v1, v2, a1, a2 = b3[0], b3[1], b3[2], b3[3], b3[4], b3[5]
     for s_ in range(ma.sp_pt.shape[0]):
+        if need[ma.sp_k[s_]] + need[ma.sp_c[s_]] + need[ma.sp_L0[s_]] == 0:
+            continue
         k1 = ma.sp_pt[s_, 0]
         k2 = ma.sp_pt[s_, 1]
         K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
@@ -1475,6 +1500,8 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv):
             gl[j, ma.sp_L0[s_]] += kk_ * proj
     # joint spring-dampers: Q_c = -k (z_c - z0) - c zd_c
     for s_ in range(ma.js_coord.shape[0]):
+        if need[ma.js_k[s_]] + need[ma.js_c[s_]] + need[ma.js_z0[s_]] == 0:
+            continue
         c_ = ma.js_coord[s_]
         for j in range(nl):
             vc = Vv[j, c_]
