@@ -162,7 +162,8 @@ def buggy(maneuver: str, out_dir, formulation: str = "sr-com", t_end=None,
         "formulation": formulation,
         "note": "wall seconds measured in this run after numba compilation (one core); "
                 "semi-recursive simulation_s, direct_s, adjoint_s: the run of median time of "
-                f"{TIMING_REPEATS} after a full-length warm-up; direct_s/adjoint_s exclude the forward simulation (simulation_s); "
+                f"{TIMING_REPEATS} after a full-length warm-up; direct_s/adjoint_s exclude "
+                "the forward simulation (simulation_s); "
                 "real_time_factor = simulated seconds / (simulation_s + adjoint_s); "
                 "real_time_factor_repeats: the same figure for this run and for repeated "
                 "adjoint runs (each with its own simulation) in the same process; fd_s is "
