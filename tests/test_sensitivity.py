@@ -227,6 +227,32 @@ def test_tree_gradients_direct_adjoint_and_differences_agree(closed):
         np.testing.assert_allclose(D.gradient[k], F.gradient[k], rtol=0, atol=2e-5 * scale)
 
 
+def test_a_point_only_forces_and_measures_use_is_not_a_kinematic_parameter():
+    """The spring's mounting point ``p0`` of the last body (coordinate ``py``) moves no
+    constraint: its direction skips the position, velocity and acceleration problems but
+    carries ``dp`` into the spring force and into measures of that very point, whose
+    gradients must still be exact; a joint location (``jz``) and a rod length stay
+    kinematic."""
+    from workbench.sensitivity import kinematic_parameters
+    model, names = parametrized_tree(closed=True)
+    cm = model.compile()
+    last = cm.body_names[-1]
+    cols = [cm.param_names.index(nm) for nm in names]
+    pkin = dict(zip(names, kinematic_parameters(cm, cm.G[:, cols])))
+    assert pkin["py"] == 0 and pkin["jz"] == 1 and pkin["Lrod"] == 1
+    objs = [O.point_position("x", f"{last}.p0", components="y", power=1),
+            O.point_velocity("v", f"{last}.p0"), O.point_acceleration("a", f"{last}.p0")]
+    P = ["py", "jz", "k"]
+    D, A, F = _all_methods(model, objs, P, 0.2, 1e-3)
+    assert np.all(np.abs(D.gradient[:, 0]) > 0)       # py reaches every objective
+    # 1e-9: the same linear recursion forward and transposed; 2e-5 of each objective's
+    # largest entry: central differences (relative step 1e-5, Newton tolerance 1e-13)
+    assert _rel_err(A.gradient, D.gradient) < 1e-9
+    for k in range(len(objs)):
+        scale = np.max(np.abs(D.gradient[k]))
+        np.testing.assert_allclose(D.gradient[k], F.gradient[k], rtol=0, atol=2e-5 * scale)
+
+
 def test_five_bar_both_reference_points_and_all_methods_agree():
     kw = dict(t_end=0.5, dt=1e-3)
     D1, A1, F = _all_methods("five-bar", None, None, 0.5, 1e-3, "sr-com")

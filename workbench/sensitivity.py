@@ -84,7 +84,7 @@ from . import _arrays as AR
 from . import _matrixr as MR
 from . import _sens as S
 from ._arrays import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP, DOF_COORD,
-                      REVOLUTE)
+                      DOF_POINT, REVOLUTE)
 from .compiled import CompiledModel
 from .errors import ModelError, SensitivityError, UnknownNameError
 from .kinematics import formulation_code, raise_for_status
@@ -177,17 +177,43 @@ def _parameter_columns(cm: CompiledModel, parameters) -> tuple:
     return tuple(names), Gm, units
 
 
-def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
-    """``1`` for each parameter column of ``Gm`` bound to a field the kinematics read
-    (body origins, joint locations, point coordinates, rod lengths), else ``0``.
+def constraint_elements(ma) -> tuple:
+    """``(points, vectors, driven)``: the model points and vectors the constraint equations
+    read (point coincidences, rods, perpendicularities) and the driven coordinates."""
+    pts, vcs, driven = set(), set(), set()
+    c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
+    for k, t in enumerate(c_type):
+        if t in (C_PTCOMP, C_DIST):
+            pts.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVV:
+            vcs.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVP:
+            vcs.add(int(c_i[k, 0]))
+            pts.update((int(c_i[k, 1]), int(c_i[k, 2])))
+        elif t == C_DRIVE:
+            driven.add(int(c_i[k, 0]))
+    return pts, vcs, driven
 
-    A parameter that only enters masses, inertias, centres of mass or force elements
-    leaves the position problem, ``Theta_z`` and ``R`` unchanged, which
-    :func:`_sens.step_jacobians` uses to skip its kinematic tangents."""
+
+def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
+    """``1`` for each parameter column of ``Gm`` bound to a field that defines the
+    configuration (body origins, joint locations, the coordinates of points used by a
+    constraint or a point DOF, rod lengths), else ``0``.
+
+    Any other parameter leaves the position, velocity and acceleration problems,
+    ``Theta_z`` and ``R`` unchanged (``dz = dzd = dzdd = 0``), which
+    :func:`_sens.step_jacobians` uses to skip their tangents: masses, inertias, centres of
+    mass, force-element data and the points where only force elements (springs, tires,
+    applied forces) and measures act, e.g. a spring's mounting point (its direction
+    still carries the point's tangent ``dp`` into the forces and measures)."""
     ma = cm.arrays
     nfield = ma.p.shape[0]
     kin = np.zeros(nfield, dtype=bool)
-    for start in list(ma.b_org) + list(ma.fr_off) + list(ma.pt_fld):
+    pts = constraint_elements(ma)[0]
+    pts.update(int(ma.dof_i[k, 0]) for k in range(ma.dof_type.shape[0])
+               if ma.dof_type[k] == DOF_POINT)
+    for start in (list(ma.b_org) + list(ma.fr_off)
+                  + [int(ma.pt_fld[k]) for k in sorted(pts)]):
         if 0 <= start < nfield:
             kin[start:start + 3] = True
     for k in range(ma.c_type.shape[0]):
@@ -220,19 +246,7 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
     if d == 0 or np.any(dof_type != DOF_COORD):
         return out
     fr_parent = np.asarray(ma.fr_parent)
-    used_pts, used_vcs = set(), set()
-    c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
-    drive_coords = set()
-    for k, t in enumerate(c_type):
-        if t in (C_PTCOMP, C_DIST):
-            used_pts.update((int(c_i[k, 0]), int(c_i[k, 1])))
-        elif t == C_DOTVV:
-            used_vcs.update((int(c_i[k, 0]), int(c_i[k, 1])))
-        elif t == C_DOTVP:
-            used_vcs.add(int(c_i[k, 0]))
-            used_pts.update((int(c_i[k, 1]), int(c_i[k, 2])))
-        elif t == C_DRIVE:
-            drive_coords.add(int(c_i[k, 0]))
+    used_pts, used_vcs, drive_coords = constraint_elements(ma)
     used_pts.update(int(k) for k in np.asarray(ma.sp_pt).ravel())
     used_pts.update(int(k) for k in np.asarray(ma.ty_pt))
     used_vcs.update(int(k) for k in np.asarray(ma.ty_vc))
