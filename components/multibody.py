@@ -4,7 +4,7 @@
 parameters of a workbench model (with their units), its outputs integral objectives
 ``psi = int g dt`` of a simulation.  ``compute`` simulates once per design (cached on the
 input values); ``compute_partials`` computes the analytic Jacobian from that stored
-simulation (direct or adjoint method of :func:`workbench.sensitivity.sensitivity`, never
+simulation (direct or adjoint method of :func:`workbench.sensitivities.driver.sensitivity`, never
 finite differences), also cached.  A driver that differences the totals therefore pays
 for simulations only, which keeps the analytic-versus-differences comparison of the
 studies fair.
@@ -22,15 +22,21 @@ trial design, an unassemblable configuration, non-finite values) are raised as
 
 from __future__ import annotations
 
-import numpy as np
 import openmdao.api as om
 from openmdao.utils.units import valid_units
 
-from workbench.compiled import CompiledModel
-from workbench.errors import SimulationError
-from workbench.model import Model
-from workbench.sensitivity import sensitivity
-from workbench.simulate import _compiled
+from workbench.compiled.build import CompiledModel
+from workbench.compiled.parameters import parameter_columns
+from workbench.errors import ModelError, SimulationError, UnknownNameError
+from workbench.formulations import REGISTRY
+from workbench.formulations import get as get_formulation
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.integrators.simulation import nsteps_of, simulate
+from workbench.model.builder import Model
+from workbench.model.catalog import as_compiled
+from workbench.objectives import compile_objectives, resolve_objectives
+from workbench.sensitivities.driver import objective_values, sensitivity
+from workbench.statics import static_responses
 
 METHODS = ("auto", "direct", "adjoint")
 
@@ -41,9 +47,7 @@ KEEP_STATES_MB = 32.0
 
 
 def _keep_states(cm, t_end, dt, formulation) -> bool:
-    from workbench import _matrixr as MR
-    from workbench.simulate import nsteps_of
-    if formulation == "global":
+    if not get_formulation(formulation).keeps_states:
         return False
     rows = nsteps_of(0.0, t_end, dt) + 1
     return 8 * rows * MR.state_record_size(cm.arrays, cm.n) <= KEEP_STATES_MB * 2 ** 20
@@ -71,28 +75,25 @@ class _Base(om.ExplicitComponent):
                              desc="gradient method; auto = direct when fewer parameters "
                                   "than responses, else adjoint")
         self.options.declare("formulation", default="sr-com",
-                             values=("sr-com", "sr-origin", "global"))
+                             values=tuple(REGISTRY))
         self.options.declare("variant", default="discrete", values=("discrete", "continuous"))
         self.options.declare("t_end", default=None, allow_none=True)
         self.options.declare("dt", default=None, allow_none=True)
 
     def setup(self):
         model = self.options["model"]
-        self._wb_cm = _compiled(model) if not isinstance(model, CompiledModel) else model
+        self._wb_cm = as_compiled(model) if not isinstance(model, CompiledModel) else model
         # a probe evaluation of the names (no simulation: sensitivity validates them later)
         meta = getattr(self._wb_cm.model, "meta", {}) or {}
         names = self.options["parameters"] or meta.get("design_parameters")
         if not names:
-            from workbench.errors import ModelError
             raise ModelError(f"model {self._wb_cm.name!r}: no parameters given and no "
                              "design_parameters declared")
         self._wb_names = tuple(names)
         for nm in self._wb_names:
             if nm not in self._wb_cm.param_names:
-                from workbench.errors import UnknownNameError
                 raise UnknownNameError("parameter", nm, self._wb_cm.param_names)
-        from workbench.sensitivity import _resolve_objectives
-        self._wb_co = _resolve_objectives(self._wb_cm, self.options["objectives"])
+        self._wb_co = resolve_objectives(self._wb_cm, self.options["objectives"])
         self._wb_resp = tuple(self._wb_co.names)
         values = dict(zip(self._wb_cm.param_names, self._wb_cm.param_values))
         for nm in self._wb_names:
@@ -122,8 +123,6 @@ class _Base(om.ExplicitComponent):
     def _simulate(self, inputs):
         """The simulation and ``psi`` of the design (cached): what ``compute`` needs, so
         that a driver differencing the totals pays for simulations only."""
-        from workbench.sensitivity import objective_values
-        from workbench.simulate import simulate
         x = self._key(inputs)
         if x not in self._wb_sims:
             if len(self._wb_sims) > 8:
@@ -222,11 +221,9 @@ class StaticResponse(om.ExplicitComponent):
                              desc="unit of each response (OpenMDAO spelling), default m")
 
     def setup(self):
-        from workbench.objectives import compile_objectives
-        from workbench.sensitivity import _parameter_columns
         model = self.options["model"]
-        self._wb_cm = _compiled(model) if not isinstance(model, CompiledModel) else model
-        names, _, units = _parameter_columns(self._wb_cm, self.options["parameters"])
+        self._wb_cm = as_compiled(model) if not isinstance(model, CompiledModel) else model
+        names, _, units = parameter_columns(self._wb_cm, self.options["parameters"])
         self._wb_names = names
         self._wb_resp = compile_objectives(self._wb_cm, self.options["responses"]).names
         values = dict(zip(self._wb_cm.param_names, self._wb_cm.param_values))
@@ -242,7 +239,6 @@ class StaticResponse(om.ExplicitComponent):
         self.n_equilibria = 0
 
     def _evaluate(self, inputs):
-        from workbench.statics import static_responses
         x = tuple(float(inputs[nm][0]) for nm in self._wb_names)
         if x not in self._wb_cache:
             if len(self._wb_cache) > 8:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import inspect
 
-from workbench import catalog
 from workbench.errors import ModelError, UnknownNameError
-from workbench.sensitivity import objective_values  # noqa: F401  (re-exported for users)
+from workbench.integrators.simulation import simulate
+from workbench.model import catalog
+from workbench.objectives import Objective, Term, resolve_objectives
+from workbench.sensitivities import objective_values
+from workbench.statics import static_responses
 
 from .core import Case, StudySpec
 
@@ -28,9 +31,6 @@ def _bounds(model, names, rel=0.2, clip=False):
 
 def _baseline(spec: StudySpec) -> dict:
     """Responses at the shipped design, keyed by output name."""
-    from workbench.sensitivity import _resolve_objectives, objective_values
-    from workbench.simulate import simulate
-    from workbench.statics import static_responses
     out = {}
     for case in spec.all_cases():
         cm = case.compiled()
@@ -39,7 +39,7 @@ def _baseline(spec: StudySpec) -> dict:
             out.update({case.output(r): float(v) for r, v in zip(res.responses, res.values)})
             continue
         meta = getattr(cm.model, "meta", {}) or {}
-        co = _resolve_objectives(cm, case.objectives)
+        co = resolve_objectives(cm, case.objectives)
         sim = simulate(cm, case.t_end or meta.get("t_end", 1.0), case.dt or meta.get("dt", 1e-3),
                        spec.formulation)
         out.update({case.output(r): float(v) for r, v in zip(co.names,
@@ -72,7 +72,6 @@ def suspension_statics() -> list:
     relative to the coil-over's chassis mount, vertical, m; positive = compressed, i.e.
     sag beyond the design position).  The vehicle is symmetric, so the right side
     equals the left."""
-    from workbench.objectives import Objective, Term
 
     def travel(name, top, wheel):
         return Objective(name, (Term("position", top, "z", power=1, weight=-1.0,

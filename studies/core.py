@@ -23,7 +23,13 @@ import numpy as np
 import openmdao.api as om
 
 from components import MultibodyResponse, StaticResponse
+from workbench import simulate
 from workbench.errors import ModelError
+from workbench.model import catalog
+from workbench.objectives import compile_objectives, model_objectives, resolve_objectives
+from workbench.sensitivities import measure_values
+from workbench.sensitivities.driver import sensitivity
+from workbench.statics import static_responses
 
 OPTIMIZERS = ("SLSQP", "L-BFGS-B")
 
@@ -42,7 +48,7 @@ class Case:
     #: ``"static"``: static responses at the equilibrium of the design
     #: (:class:`StaticResponse`; ``objectives`` are then power-1 position terms)
     kind: str = "dynamic"
-    #: load-time values for :func:`workbench.catalog.load` (e.g. a maneuver's start ``x0``)
+    #: load-time values for :func:`workbench.model.catalog.load` (e.g. a maneuver's start ``x0``)
     load: dict | None = None
 
     def output(self, name: str) -> str:
@@ -50,7 +56,6 @@ class Case:
 
     def model_object(self):
         """The case's model (a fresh :class:`workbench.Model`)."""
-        from workbench import catalog
         return catalog.load(self.model, **(self.load or {}))
 
     def compiled(self, design: dict | None = None):
@@ -58,8 +63,6 @@ class Case:
 
     def component(self, spec: "StudySpec"):
         """The OpenMDAO component of this case and the names of its responses."""
-        from workbench.objectives import compile_objectives
-        from workbench.sensitivity import _resolve_objectives
         cm = self.compiled()
         if self.kind == "static":
             comp = StaticResponse(model=cm, responses=self.objectives,
@@ -69,7 +72,7 @@ class Case:
             comp = MultibodyResponse(model=cm, objectives=self.objectives,
                                      parameters=spec.parameters, t_end=self.t_end,
                                      dt=self.dt, formulation=spec.formulation)
-            names = _resolve_objectives(cm, self.objectives).names
+            names = resolve_objectives(cm, self.objectives).names
         else:
             raise ModelError(f"case {self.label!r}: kind must be 'dynamic' or 'static', "
                              f"got {self.kind!r}")
@@ -222,8 +225,6 @@ def run_study(spec: StudySpec, optimizer: str, out: str | Path = "reports", maxi
     viol1 = max([violation(b, resp1[r]) for r, b in constraint_bounds(spec).items()]
                 if optimizer == "SLSQP" else [0.0], default=0.0)
     # gradient check at the optimum: analytic vs central differences of the simulation
-    from workbench.sensitivity import sensitivity
-    from workbench.statics import static_responses
     gcheck = []
     for case in spec.all_cases():
         cm = case.compiled(x1)
@@ -341,9 +342,6 @@ def write_report(db: Path, echo=print) -> Path:
     plt.close(fig)
     # baseline versus optimum time histories of the measures behind each dynamic response
     # (re-simulated: the recording holds the designs)
-    from workbench import catalog, simulate
-    from workbench.objectives import model_objectives
-    from workbench.sensitivity import _resolve_objectives, measure_values
     dyn = [c for c in (S.get("cases") or [{"label": "", "model": S["model"], "t_end": S["t_end"],
                                             "dt": S["dt"]}]) if c.get("kind", "dynamic") == "dynamic"]
     fig, axs = plt.subplots(len(dyn), 1, figsize=(7, 3.0 * len(dyn)), squeeze=False)
@@ -354,7 +352,7 @@ def write_report(db: Path, echo=print) -> Path:
             t_end = case["t_end"] or meta.get("t_end", 1.0)
             dt = case["dt"] or meta.get("dt", 1e-3)
             res = simulate(cm, t_end, dt, S["formulation"])
-            co = _resolve_objectives(cm, model_objectives(cm.model))
+            co = resolve_objectives(cm, model_objectives(cm.model))
             MV = measure_values(res, co)
             for t in range(min(MV.shape[1], 3)):
                 kind = {0: "position", 1: "velocity", 2: "acceleration", 3: "angular velocity",
@@ -457,77 +455,3 @@ def write_report(db: Path, echo=print) -> Path:
     (out / "report.html").write_text(text + "</body></html>\n")
     echo(f"report: {out / 'report.md'}, {out / 'report.html'}")
     return out
-
-
-# ----------------------------------------------------------------------------------------
-# multi-start on Dask
-# ----------------------------------------------------------------------------------------
-
-
-def latin_hypercube(spec: StudySpec, k: int, seed: int = 0) -> list:
-    """``k`` starting designs, a Latin hypercube inside the bounds."""
-    from scipy.stats import qmc
-    names = spec.parameters
-    lo = np.array([spec.bounds[n][0] for n in names])
-    hi = np.array([spec.bounds[n][1] for n in names])
-    u = qmc.LatinHypercube(d=len(names), seed=seed).random(k)
-    return [dict(zip(names, map(float, lo + r * (hi - lo)))) for r in u]
-
-
-def _run_start(builder_name, kwargs, optimizer, out, maxiter, k, x0):
-    """One start on a Dask worker (module-level: picklable)."""
-    from .builtin import STUDIES
-    spec = STUDIES[builder_name](**kwargs)
-    s = run_study(spec, optimizer, out=out, maxiter=maxiter, compare_fd=False,
-                  echo=lambda *_: None, x0=x0, subdir=f"start-{k}")
-    return {"start": k, **{key: s[key] for key in ("success", "iterations",
-                                                    "objective_initial", "objective_final",
-                                                    "design_initial", "design_final",
-                                                    "wall_time_s")}}
-
-
-def run_multistart(builder_name: str, optimizer: str, starts: int, workers: int = 2,
-                   scheduler: str | None = None, out: str | Path = "reports",
-                   maxiter: int = 50, echo=print, **kwargs) -> list:
-    """``starts`` independent optimisations from Latin-hypercube designs, run in parallel
-    on Dask: a ``LocalCluster`` with ``workers`` single-threaded processes, or the
-    existing cluster at ``scheduler``.  Each start records ``out/NAME/start-k/cases.db``;
-    ``out/NAME/starts.md`` and ``starts.json`` rank them."""
-    from dask.distributed import Client, LocalCluster, as_completed
-    from .builtin import STUDIES
-    spec = STUDIES[builder_name](**kwargs)           # compiles the kernels once (disk cache)
-    designs = latin_hypercube(spec, starts)
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        futs = [client.submit(_run_start, builder_name, kwargs, optimizer, str(out), maxiter,
-                              k, x0, pure=False) for k, x0 in enumerate(designs)]
-        results = []
-        for fut in as_completed(futs):
-            r = fut.result()
-            echo(f"  start {r['start']}: success={r['success']} iterations={r['iterations']} "
-                 f"objective {r['objective_initial']:.6g} -> {r['objective_final']:.6g}")
-            results.append(r)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    results.sort(key=lambda r: (not r["success"], r["objective_final"]))
-    d = Path(out) / spec.name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "starts.json").write_text(json.dumps(results, indent=2))
-    lines = [f"# `{spec.name}`: {starts} starts ({optimizer}), ranked", "",
-             "| rank | start | success | iterations | objective initial | objective final | "
-             "recording |", "|---|---|---|---|---|---|---|"]
-    for i, r in enumerate(results):
-        lines.append(f"| {i + 1} | {r['start']} | {r['success']} | {r['iterations']} | "
-                     f"{r['objective_initial']:.6g} | {r['objective_final']:.6g} | "
-                     f"start-{r['start']}/cases.db |")
-    (d / "starts.md").write_text("\n".join(lines) + "\n")
-    echo(f"wrote {d / 'starts.md'}")
-    return results

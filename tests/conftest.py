@@ -3,7 +3,7 @@
 Nothing in the reference part of this file calls the numerical kernels: the forward
 position kinematics (:func:`ref_body_poses`) is re-implemented in plain numpy from the
 builder data (``Model`` dataclasses) and the joint semantics stated in the docstring of
-``workbench/model.py``; velocities, Jacobians and energies are obtained from it by
+``workbench/model/builder.py``; velocities, Jacobians and energies are obtained from it by
 finite (or complex-step) differentiation.  The kernels are then checked against these.
 """
 
@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from workbench import Model
-from workbench.model import GROUND
+from workbench.model.elements import GROUND
 
 ALL_JOINT_TYPES = ("revolute", "prismatic", "cylindrical", "universal", "spherical",
                    "floating", "fixed")
@@ -395,7 +395,7 @@ def ref_tau_lagrange(model, cm, t, z, zd, zdd, h=1e-5):
 
 def frame_state(cm, z, zd=None, zdd=None):
     """Run the SR-II position/velocity/acceleration recursions; returns (A, r, u, bcol, Z, Zd)."""
-    from workbench import _kernels as K
+    from workbench.kernels import tree as K
     ma = cm.arrays
     nf = ma.fr_parent.shape[0]
     A = np.zeros((nf, 3, 3))
@@ -423,7 +423,7 @@ def frame_state(cm, z, zd=None, zdd=None):
 def catalog_or_none():
     """The shipped-model catalogue if it is importable, else None."""
     try:
-        return importlib.import_module("workbench.catalog")
+        return importlib.import_module("workbench.model.catalog")
     except ImportError:
         return None
 

@@ -1,4 +1,4 @@
-"""The kernel helpers of :mod:`workbench._arrays`: borrowed views (no reference count) and
+"""The kernel helpers of :mod:`workbench.kernels.layout`: borrowed views (no reference count) and
 stack temporaries.  They change how arrays are passed, never what is computed: a borrowed
 view reads and writes the owner's memory, a stack temporary has the requested shape and
 C strides, and neither leaks into the values a kernel returns."""
@@ -6,7 +6,7 @@ C strides, and neither leaks into the values a kernel returns."""
 import numpy as np
 from numba import njit
 
-from workbench import _arrays as AR
+from workbench.kernels import layout as AR
 
 _S234 = AR.scratch(2, 3, 4)
 

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from workbench.errors import SingularConfigurationError
-from workbench.model import GROUND, Model
+from workbench.integrators.simulation import simulate
+from workbench.model.builder import Model
+from workbench.model.elements import GROUND
 from workbench.objectives import coordinate, point_position
-from workbench.sensitivity import sensitivity
-from workbench.simulate import simulate
+from workbench.sensitivities.driver import sensitivity
 
 SECTION = 0.1
 
@@ -143,7 +144,7 @@ def test_bricard_gradients_direct_equal_adjoint_equal_differences():
 def test_shipped_bricard_file_is_the_builder_model():
     """The model file (TOML, per-value provenance) and the builder above describe the
     same mechanism: the same motion to rounding."""
-    from workbench import catalog
+    from workbench.model import catalog
     info = catalog.describe("bricard")
     assert info["reconstruction"]
     a = simulate("bricard", 2.0, 1e-3)

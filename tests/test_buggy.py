@@ -1,4 +1,4 @@
-"""The reconstructed buggy (workbench/models/buggy-step.toml, buggy-dlc.toml): static
+"""The reconstructed buggy (workbench/model/data/buggy-step.toml, buggy-dlc.toml): static
 equilibrium (residual, exact stiffness against differences), direct = adjoint = central
 differences on shortened step-descent and double-lane-change maneuvers (every tire in
 contact, the road step and the steering input inside the horizon), the derived model
@@ -11,12 +11,14 @@ import json
 import numpy as np
 import pytest
 
-from workbench import catalog, equilibrium, statics, vehicle
-from workbench.cli import main
+from workbench import equilibrium, statics
+from workbench.apps import vehicle
+from workbench.apps.cli import main
 from workbench.errors import ModelError
-from workbench.io import load_model
-from workbench.kinematics import state_terms
-from workbench.sensitivity import sensitivity
+from workbench.formulations.semirecursive.state import state_terms
+from workbench.model import catalog
+from workbench.model.files import load_model
+from workbench.sensitivities.driver import sensitivity
 
 PARAMS = ["kf", "cf", "kr", "cr", "mc"]
 
@@ -73,7 +75,7 @@ def test_exact_static_stiffness_matches_differences_of_the_projected_forces():
 def test_prepared_maneuver_starts_at_rest_relative_to_the_road():
     m = vehicle.prepare("buggy-dlc")
     assert m.meta["initial_state"] == "equilibrium (applied)"
-    from workbench.simulate import simulate
+    from workbench.integrators.simulation import simulate
     sim = simulate(m, 0.03, 0.015)
     # equilibrium + rolling without slip: no acceleration at the start (tolerance: the
     # equilibrium residual 1e-10 x weight over the smallest mass, and rounding)
@@ -127,10 +129,10 @@ def test_wheel_spin_positions_are_cyclic_and_skipping_them_is_exact(monkeypatch)
     axes are read: the spin-angle columns of the step Jacobians vanish and are skipped.
     The gradient equals the one computed with every column (rounding only); a measure
     that does depend on a wheel's orientation turns the skip off for that wheel."""
-    import workbench.sensitivity as SE
+    import workbench.sensitivities.driver as SE
     from workbench.objectives import angular_velocity, compile_objectives
     cm = vehicle.prepare("buggy-dlc").compile()
-    co = SE._resolve_objectives(cm, None)
+    co = SE.resolve_objectives(cm, None)
     spins = [cm.dof_names.index(f"{w}_spin") for w in ("fl", "fr", "rl", "rr")]
     skip = SE.cyclic_dofs(cm, co)
     assert sorted(np.nonzero(skip)[0].tolist()) == sorted(spins)

@@ -15,10 +15,12 @@ from openmdao.utils.assert_utils import assert_check_partials
 from components import MultibodyResponse, StaticResponse, fd_partials_declared
 from studies.builtin import TRAVEL_LIMIT, buggy_suspension, suspension_statics
 from studies.core import constraint_bounds, run_study, violation
-from workbench import catalog, equilibrium, vehicle
+from workbench import equilibrium
+from workbench.apps import vehicle
 from workbench.errors import ModelError
+from workbench.model import catalog
 from workbench.objectives import point_velocity
-from workbench.sensitivity import sensitivity
+from workbench.sensitivities.driver import sensitivity
 from workbench.statics import static_responses
 
 PARAMS = ["kf", "cf", "kr", "cr", "mc"]

@@ -13,7 +13,7 @@ import pytest
 from openmdao.utils.assert_utils import assert_check_partials, assert_check_totals
 
 from components import MultibodyResponse, MultibodyResponseMatrixFree, fd_partials_declared
-from workbench import catalog
+from workbench.model import catalog
 
 T_END = 0.3   # short runs: the derivative checks do not need the 5 s benchmark horizon
 
@@ -90,7 +90,7 @@ def test_with_parameters_keeps_the_other_overrides():
 
 @pytest.mark.parametrize("optimizer", ["SLSQP", "L-BFGS-B"])
 def test_five_bar_study_from_the_cli(tmp_path, optimizer):
-    from workbench.cli import main
+    from workbench.apps.cli import main
     args = ["study", "five-bar-design", "--optimizer", optimizer, "--out", str(tmp_path),
             "--t-end", "0.5", "--maxiter", "15"]
     if optimizer == "L-BFGS-B":
@@ -119,7 +119,7 @@ def test_five_bar_study_from_the_cli(tmp_path, optimizer):
 def test_multistart_on_a_local_dask_cluster(tmp_path):
     """Two Latin-hypercube starts on two local Dask worker processes, each with its own
     recording; the ranking is written."""
-    from workbench.cli import main
+    from workbench.apps.cli import main
     assert main(["study", "five-bar-design", "--optimizer", "SLSQP", "--out", str(tmp_path),
                  "--t-end", "0.3", "--maxiter", "5", "--starts", "2", "--workers", "2"]) == 0
     d = tmp_path / "five-bar-design"

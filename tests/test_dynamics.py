@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import (ALL_JOINT_TYPES, frame_state, random_state, random_tree, ref_body_poses,
+                      ref_kinetic_energy, ref_mass_matrix, ref_point, ref_tau_lagrange)
 
-from workbench import _kernels as K, _matrixr as MR
-from workbench.kinematics import _constraint_jacobian, state_terms
-from workbench.model import GROUND
-
-from conftest import (ALL_JOINT_TYPES, frame_state, random_state, random_tree,
-                      ref_body_poses, ref_kinetic_energy, ref_mass_matrix, ref_point,
-                      ref_tau_lagrange)
+from workbench.compiled.dof import constraint_jacobian_at
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.formulations.semirecursive.state import state_terms
+from workbench.kernels import tree as K
+from workbench.model.elements import GROUND
 
 SEEDS = [21, 22, 23]
 
@@ -171,7 +171,7 @@ def test_projected_terms_match_independent_reference(seed):
     model = random_closed_mechanism(seed)
     cm = model.compile()
     st = state_terms(cm, 0.2, formulation="sr-com")
-    Jc, _, _ = _constraint_jacobian(cm.arrays, st.z)
+    Jc, _, _ = constraint_jacobian_at(cm.arrays, st.z)
     dof_cols = [cm.coordinate(nm) for nm in cm.dof_names]
     B = np.zeros((cm.d, cm.n))
     B[np.arange(cm.d), dof_cols] = 1.0

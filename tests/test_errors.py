@@ -8,14 +8,13 @@ import re
 
 import numpy as np
 import pytest
-
-from workbench import (AssemblyError, Model, ModelError, NewtonConvergenceError,
-                       NonFiniteError, SimulationError, SingularConfigurationError, UnitError,
-                       UnknownNameError, WorkbenchError, simulate)
-from workbench.kinematics import assemble
-from workbench.model import GROUND
-
 from conftest import catalog_or_none, four_bar, pendulum
+
+from workbench import (AssemblyError, Model, ModelError, NewtonConvergenceError, NonFiniteError,
+                       SimulationError, SingularConfigurationError, UnitError, UnknownNameError,
+                       WorkbenchError, simulate)
+from workbench.formulations.semirecursive.state import assemble
+from workbench.model.elements import GROUND
 
 
 def small_model():
@@ -131,7 +130,7 @@ def test_parameter_units_are_converted():
     m.revolute("hinge", GROUND, "arm")
     cm = m.compile()
     # M = m L^2 with L = 0.5 m (1e-14 relative: one product, rounding only)
-    from workbench.kinematics import state_terms
+    from workbench.formulations.semirecursive.state import state_terms
     assert state_terms(cm).M_bar[0, 0] == pytest.approx(0.25, rel=1e-14)
 
 

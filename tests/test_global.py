@@ -3,17 +3,17 @@ exact gradients as the semi-recursive formulation on the same independent coordi
 
 import numpy as np
 import pytest
-
-from workbench import catalog, objectives as O
-from workbench import _global_sens as GS
-from workbench import _matrixr as MR
-from workbench.errors import ModelError
-from workbench.model import GROUND
-from workbench.natural import global_model
-from workbench.sensitivity import sensitivity
-from workbench.simulate import simulate
-
 from conftest import random_tree
+
+from workbench import objectives as O
+from workbench.errors import ModelError
+from workbench.formulations.natural import step_jacobians as GS
+from workbench.formulations.natural.build import global_model
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.integrators.simulation import simulate
+from workbench.model import catalog
+from workbench.model.elements import GROUND
+from workbench.sensitivities.driver import sensitivity
 
 
 def _rel_err(a, b):
@@ -27,7 +27,7 @@ def random_closed(seed=5):
                                        "revolute", "revolute"], forces=True,
                     name="random-closed")
     cm = m.compile()
-    from workbench import _kernels as K
+    from workbench.kernels import tree as K
     ma = cm.arrays
     nf = ma.fr_parent.shape[0]
     A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
@@ -218,7 +218,8 @@ def test_universal_joint_with_parallel_axes_is_a_typed_error():
 
 
 def test_buggy_step_global_tires_trajectory_and_gradients():
-    from workbench import vehicle
+    from workbench.apps import vehicle
+
     # the front axle starts 0.25 m before the step centre (5.5 m): at 3 m/s the front tires
     # run over the smoothed edge (5.4 .. 5.6 m) between 0.05 and 0.12 s
     cm = vehicle.prepare("buggy-step", parameters={"x0": 5.25}).compile()
@@ -243,7 +244,8 @@ def test_buggy_step_global_tires_trajectory_and_gradients():
 
 def test_cli_simulate_buggy_step_global(tmp_path):
     import json
-    from workbench.cli import main
+
+    from workbench.apps.cli import main
     assert main(["simulate", "buggy-step", "--formulation", "global", "--t-end", "0.02",
                  "--no-plot", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -7,11 +7,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import catalog_or_none, four_bar, n_four_bar, ref_energy, ref_point, slider_crank
 
 from workbench import Model, simulate
-
-from conftest import (catalog_or_none, four_bar, n_four_bar, ref_energy, ref_point,
-                      slider_crank)
 
 
 def oscillator(k=50.0, mass=2.0, c=0.0, x0=0.3, v0=-0.4, z0=0.1, g=9.81):
@@ -239,7 +237,7 @@ def test_n_four_bar_energy_error_is_the_trapezoidal_rules_own(n_four_bar_run):
 
 
 def test_energy_trend_separates_drift_from_oscillation():
-    from workbench.simulate import energy_trend
+    from workbench.integrators.simulation import energy_trend
     t = np.linspace(0.0, 20.0, 20001)
     osc = 2e-3 * np.sin(2.0 * np.pi * t / 1.7) ** 2          # bounded, period 1.7 s / 2
     ramp = -5e-3 * t / 20.0                                   # steady loss of 5e-3 J
@@ -349,8 +347,8 @@ def test_cli_simulates_a_fully_driven_model(tmp_path):
     """`workbench simulate FILE` on a 0-DOF model: summary, history and plot are written."""
     import json
 
-    from workbench.cli import main
-    from workbench.io import save_json
+    from workbench.apps.cli import main
+    from workbench.model.serialize import save_json
     path = tmp_path / "driven-crank.json"
     save_json(driven_crank(), path)
     out = tmp_path / "out"
@@ -370,7 +368,7 @@ def test_cli_simulates_a_fully_driven_model(tmp_path):
 
 def test_sigma_ratio_estimates_the_conditioning_of_theta_z():
     """The O(n^2) estimate used by the integrator against numpy's SVD."""
-    from workbench import _matrixr as MR
+    from workbench.kernels import linalg as LA
     rng = np.random.default_rng(7)
     for n in (1, 3, 20, 81):
         for _ in range(4):
@@ -378,8 +376,8 @@ def test_sigma_ratio_estimates_the_conditioning_of_theta_z():
             s = np.logspace(0.0, -rng.uniform(1.0, 10.0), n) if n > 1 else np.ones(1)
             Th = (U * s) @ Vt
             V, beta, Rm, v = np.zeros((n, n + 2)), np.zeros(n), np.zeros((n, n)), np.zeros(n)
-            MR.qr_factor(Th, V, beta, Rm, 0.0)
-            est = MR.sigma_ratio(Rm, v)
+            LA.qr_factor(Th, V, beta, Rm, 0.0)
+            est = LA.sigma_ratio(Rm, v)
             true = s[-1] / s[0]
             # an upper bound (|R v| >= sigma_min, column norm <= sigma_max) within sqrt(n)
             # (sigma_max from the largest column norm) times the inverse-iteration error (a
@@ -387,7 +385,7 @@ def test_sigma_ratio_estimates_the_conditioning_of_theta_z():
             assert true * (1 - 1e-4) <= est <= 1.1 * math.sqrt(n) * true, (n, est, true)
             assert abs(np.linalg.norm(v) - 1.0) < 1e-12    # a unit vector
     Rm = np.array([[1.0, 2.0], [0.0, 0.0]])                 # exactly singular
-    assert MR.sigma_ratio(Rm, np.zeros(2)) == 0.0
+    assert LA.sigma_ratio(Rm, np.zeros(2)) == 0.0
 
 
 @pytest.fixture(scope="module")
@@ -439,7 +437,7 @@ def test_sensitivities_refuse_a_trajectory_with_merged_steps(n_four_bar_40_cross
     that stepped over a singular node is reported, with the row and its time."""
     from workbench.errors import SensitivityError
     from workbench.objectives import coordinate
-    from workbench.sensitivity import sensitivity
+    from workbench.sensitivities.driver import sensitivity
     res = n_four_bar_40_crossing["sr-com"]
     with pytest.raises(SensitivityError) as exc:
         sensitivity(res.compiled, [coordinate("psi", res.dof_names[0])], method="adjoint",

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import (ALL_JOINT_TYPES, frame_state, random_rotation, random_state, random_tree,
+                      random_unit, ref_body_poses, ref_point, vee)
 
-from workbench import Model, _kernels as K
-from workbench.kinematics import _constraint_jacobian
-from workbench.model import GROUND
-
-from conftest import (ALL_JOINT_TYPES, frame_state, random_rotation, random_state,
-                      random_tree, random_unit, ref_body_poses, ref_point, vee)
+from workbench import Model
+from workbench.compiled.dof import constraint_jacobian_at
+from workbench.kernels import tree as K
+from workbench.model.elements import GROUND
 
 SEEDS = [11, 12, 13]
 H = 1e-3  # step of the 5-point stencils below (truncation O(h^4) ~ 1e-12)
@@ -220,7 +220,7 @@ def test_constraint_jacobian_matches_central_differences(kind, planar):
     cm = closed_model(kind, planar).compile()
     z, _, _ = random_state(cm, 3)
     t = 0.37
-    Jc, _, _ = _constraint_jacobian(cm.arrays, z)
+    Jc, _, _ = constraint_jacobian_at(cm.arrays, z)
     assert Jc.shape == (cm.m, cm.n) and cm.m > 0
     Jfd = np.zeros_like(Jc)
     for k in range(cm.n):
@@ -252,7 +252,7 @@ def test_constraint_velocity_and_acceleration_residuals_match_differences(kind, 
     # acceleration level: 5-point second difference, roundoff ~ 6 eps / h^2 ~ 1e-9
     np.testing.assert_allclose(lvl2, d2(phi), rtol=1e-7, atol=1e-7)
     # and level 1 is Phi_z zd (+ Phi_t for the drive)
-    Jc, _, _ = _constraint_jacobian(cm.arrays, z)
+    Jc, _, _ = constraint_jacobian_at(cm.arrays, z)
     phit = d1(lambda s: _residual(cm, t + s, z))   # explicit time dependence
     np.testing.assert_allclose(lvl1, Jc @ zd + phit, rtol=1e-9, atol=1e-9)
 
@@ -261,10 +261,11 @@ def test_constraint_velocity_and_acceleration_residuals_match_differences(kind, 
                          ids=[f"{k}{'-planar' if p else ''}" for k, p in CUT_CASES])
 def test_derivative_of_theta_along_a_direction_matches_differences(kind, planar):
     """``mu^T dTheta R_j`` of the step Jacobians (the derivative of ``R^Phi``, seed 001
-    eqs 56-57), computed in reverse mode over the frame twists by ``_sens.dtheta_mu``,
+    eqs 56-57), computed in reverse mode over the frame twists by ``workbench.formulations.semirecursive.step_jacobians.dtheta_mu``,
     against central differences of ``mu^T Theta_z(z + s dz, p + s dp) R`` for arbitrary
     ``mu`` and ``R`` and a direction that moves both the coordinates and every field."""
-    from workbench import _sens as S, _tangent as T
+    from workbench.formulations.semirecursive import step_jacobians as S
+    from workbench.kernels import tangents as T
     cm = closed_model(kind, planar).compile()
     ma = cm.arrays
     n, m, d, nf = cm.n, cm.m, cm.d, ma.fr_parent.shape[0]
@@ -306,22 +307,23 @@ def test_derivative_of_theta_along_a_direction_matches_differences(kind, planar)
 
 @pytest.mark.parametrize("kind", ["revolute", "distance", "prismatic"])
 def test_explicit_columns_of_theta_inverse(kind):
-    """The step Jacobians' tangent solves ``x = S a + R^Phi b`` (``_sens.theta_columns``,
+    """The step Jacobians' tangent solves ``x = S a + R^Phi b`` (``workbench.formulations.semirecursive.step_jacobians.theta_columns``,
     ``theta_apply``) against the QR solve they replace: ``Theta_z [S R^Phi] = I`` and
     equal solutions, with and without a zero DOF block."""
-    from workbench import _matrixr as MR, _sens as S
+    from workbench.formulations.semirecursive import matrixr as MR
+    from workbench.formulations.semirecursive import step_jacobians as S
     cm = closed_model(kind, False).compile()
     ma = cm.arrays
     n, m, d = cm.n, cm.m, cm.d
     z, _, _ = random_state(cm, 9)
     ws = MR.make_workspace(ma, n)
     Rphi = np.zeros((n, d))
-    K.frame_positions(ma, ma.p, z, ws[0], ws[1], ws[2])
+    K.frame_positions(ma, ma.p, z, ws.A, ws.r, ws.u)
     st, _ = MR.factor_r(ma, ma.p, z, Rphi, ws)
     assert st == MR.OK and m > 0
     Sm = np.zeros((n, m))
-    S.theta_columns(ws[7], ws[8], ws[9], m, np.zeros(m + d), np.zeros(n), Sm)
-    Th = ws[6][:m + d]
+    S.theta_columns(ws.V, ws.beta, ws.Rm, m, np.zeros(m + d), np.zeros(n), Sm)
+    Th = ws.Th[:m + d]
     # 1e-9: products of a well-conditioned QR inverse with O(1) entries
     np.testing.assert_allclose(Th @ np.hstack([Sm, Rphi]), np.eye(m + d), atol=1e-9)
     rng = np.random.default_rng(2)
@@ -331,7 +333,7 @@ def test_explicit_columns_of_theta_inverse(kind):
             b[m:] = 0.0
         x, xq = np.zeros(n), np.zeros(n)
         S.theta_apply(Sm, Rphi, b, x)
-        MR.qr_solve(ws[7], ws[8], ws[9], b, xq)
+        MR.qr_solve(ws.V, ws.beta, ws.Rm, b, xq)
         np.testing.assert_allclose(x, xq, rtol=1e-9, atol=1e-9 * np.abs(xq).max())
 
 

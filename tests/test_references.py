@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import catalog_or_none, pendulum, ref_jacobians, ref_point, slider_crank
 from scipy.special import ellipj, ellipk
 
 from workbench import Model, simulate
-from workbench.kinematics import state_terms
-from workbench.model import GROUND
-
-from conftest import catalog_or_none, pendulum, ref_jacobians, ref_point, slider_crank
+from workbench.formulations.semirecursive.state import state_terms
+from workbench.model.elements import GROUND
 
 DATA = Path(__file__).parent / "data"
 G = 9.81

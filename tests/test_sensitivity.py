@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workbench import Model, catalog, objectives as O
-from workbench import _kernels as K
-from workbench import _matrixr as MR
-from workbench import _sens as S
-from workbench.errors import ModelError, UnknownNameError
-from workbench.model import GROUND
-from workbench.sensitivity import sensitivity
-from workbench.simulate import simulate
-
 from conftest import random_tree
 
+from workbench import Model
+from workbench import objectives as O
+from workbench.errors import ModelError, UnknownNameError
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.formulations.semirecursive import step_jacobians as S
+from workbench.integrators.simulation import simulate
+from workbench.kernels import tree as K
+from workbench.model import catalog
+from workbench.model.elements import GROUND
+from workbench.sensitivities.driver import sensitivity
 
 # ----------------------------------------------------------------------------------------
 # models with parameters of every kind
@@ -111,13 +111,13 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
     cols = [cm.param_names.index(nm) for nm in names]
     Gm = np.ascontiguousarray(cm.G[:, cols])
     co = O.compile_objectives(cm, TREE_OBJECTIVES)
-    from workbench.simulate import simulate
+    from workbench.integrators.simulation import simulate
     sim = simulate(cm, 0.05, 1e-3)
     t, zi, zdi, a, z = sim.t[-1], sim.zi[-1], sim.zdi[-1], sim.zddi[-1], sim.z[-1]
     d, nm_, npar = cm.d, co.n_measures, len(names)
     Jr, Mb = np.zeros((d, 2 * d + npar)), np.zeros((d, d))
     Jm, mv = np.zeros((nm_, 3 * d + npar)), np.zeros(nm_)
-    from workbench.sensitivity import kinematic_parameters
+    from workbench.compiled.parameters import kinematic_parameters
     pkin = kinematic_parameters(cm, Gm)
     # the tree's parameters include both kinds (the skipped tangents are checked too)
     assert 0 < pkin.sum() < len(names)
@@ -127,7 +127,7 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
                           Jm, mv, Rst, zdst, zddst)
     assert st == MR.OK
     # reverse mode for the static parameters: lambda^T dr/drho = (R lambda)^T dtau/drho
-    from workbench.sensitivity import reverse_parameters
+    from workbench.compiled.parameters import reverse_parameters
     pskip = reverse_parameters(cm, Gm)
     assert 0 < pskip.sum() <= (pkin == 0).sum()
     lam = np.random.default_rng(3).normal(size=d)
@@ -161,12 +161,12 @@ def test_step_jacobians_match_differences_of_the_residual(closed, form):
         assert st == MR.OK
         zdd = zddb + R @ a_
         ws = MR.make_workspace(ma, cm.n)
-        K.frame_positions(ma, p_, zz, ws[0], ws[1], ws[2])
-        K.joint_columns(ma, ws[1], ws[2], ws[3])
-        K.frame_velocities(ma, zd, ws[3], ws[4])
-        K.frame_accelerations(ma, zd, zdd, ws[1], ws[2], ws[3], ws[4], ws[5])
+        K.frame_positions(ma, p_, zz, ws.A, ws.r, ws.u)
+        K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+        K.frame_velocities(ma, zd, ws.bcol, ws.Z)
+        K.frame_accelerations(ma, zd, zdd, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
         mvals = np.zeros(nm_)
-        S.measures(ma, p_, ws[0], ws[1], ws[4], ws[5], zz, zd, zdd, co.ms_type, co.ms_a,
+        S.measures(ma, p_, ws.A, ws.r, ws.Z, ws.Zd, zz, zd, zdd, co.ms_type, co.ms_a,
                    co.ms_c, mvals)
         return Mbar @ a_ - Qb, mvals
 
@@ -233,7 +233,7 @@ def test_a_point_only_forces_and_measures_use_is_not_a_kinematic_parameter():
     carries ``dp`` into the spring force and into measures of that very point, whose
     gradients must still be exact; a joint location (``jz``) and a rod length stay
     kinematic."""
-    from workbench.sensitivity import kinematic_parameters
+    from workbench.compiled.parameters import kinematic_parameters
     model, names = parametrized_tree(closed=True)
     cm = model.compile()
     last = cm.body_names[-1]
@@ -284,10 +284,10 @@ def test_point_coordinate_dof_and_geometric_parameter_initial_condition_terms():
         scale = np.max(np.abs(D.gradient[k]))
         np.testing.assert_allclose(D.gradient[k], F.gradient[k], rtol=0, atol=2e-6 * scale)
     # the initial-condition term is really exercised: dz^i(0)/dLA1 != 0
-    from workbench.sensitivity import _initial_sensitivities, _parameter_columns
+    from workbench.compiled.parameters import initial_sensitivities, parameter_columns
     cm = model.compile()
-    _, Gm, _ = _parameter_columns(cm, ["LA1"])
-    SZ0, _ = _initial_sensitivities(cm, Gm)
+    _, Gm, _ = parameter_columns(cm, ["LA1"])
+    SZ0, _ = initial_sensitivities(cm, Gm)
     assert np.max(np.abs(SZ0)) > 0.1
 
 
@@ -304,7 +304,7 @@ def test_continuous_adjoint_converges_to_the_discrete_gradient_at_second_order()
 
 
 def test_sparse_columns_of_the_parameter_map():
-    """``_sens.sparse_columns`` (the reverse-mode columns read ``Gm`` through it) holds
+    """``workbench.formulations.semirecursive.step_jacobians.sparse_columns`` (the reverse-mode columns read ``Gm`` through it) holds
     exactly the nonzero entries of the flagged columns, rows in increasing order."""
     rng = np.random.default_rng(4)
     Gm = rng.normal(size=(30, 7)) * (rng.random((30, 7)) < 0.2)
@@ -334,8 +334,10 @@ def test_parameter_errors_are_typed():
 
 def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
     import json
+
     import pandas as pd
-    from workbench.cli import main
+
+    from workbench.apps.cli import main
     assert main(["reproduce", "five-bar", "--quick", "--out", str(tmp_path)]) == 0
     df = pd.read_csv(tmp_path / "five-bar" / "gradients.csv")
     assert list(df.columns[:3]) == ["objective", "parameter", "unit"]
@@ -374,7 +376,8 @@ def test_cli_reproduce_five_bar_and_sensitivity(tmp_path, capsys):
 
 def test_report_timings_are_the_median_run_after_a_discarded_warm_up():
     from types import SimpleNamespace
-    from workbench.reports import median_run
+
+    from workbench.apps.reports import median_run
     totals = iter([9.0, 0.3, 0.1, 0.2])     # the first (warm-up) call is the slowest
     calls = []
 
@@ -390,12 +393,12 @@ def test_report_timings_are_the_median_run_after_a_discarded_warm_up():
 def test_resumed_segment_reproduces_the_stored_rows_bit_for_bit():
     """Checkpointing rests on this: a run resumed from a stored row (with that row's
     acceleration and the predictor state) repeats the original rows exactly."""
-    from workbench.simulate import _run
-    from workbench.kinematics import formulation_code
+    from workbench.formulations import formulation_code
+    from workbench.integrators.simulation import integrate_steps
     cm = catalog.load("five-bar").compile()
     full = simulate(cm, 0.3, 1e-3)
     k = 137
-    part = _run(cm, "sr-com", formulation_code("sr-com"), 0.0, 1e-3, 300 - k, full.zi[k],
+    part = integrate_steps(cm, "sr-com", formulation_code("sr-com"), 0.0, 1e-3, 300 - k, full.zi[k],
                 full.zdi[k], full.z[k],
                 resume=(full.zddi[k], np.stack([full.zddi[k - 1], full.zddi[k - 2],
                                                 full.zddi[k - 3]]), 3),
@@ -579,7 +582,8 @@ def test_bench_sensitivity_smoke(tmp_path):
     """`workbench bench sensitivity` on short runs: every row is measured (on all threads
     and on one) and written."""
     import json
-    from workbench.bench import bench_sensitivity
+
+    from workbench.apps.bench import bench_sensitivity
     lines = []
     rows = bench_sensitivity(t_end=0.05, chain_t_end=0.02, out=str(tmp_path),
                              echo=lines.append, repeat=1)

@@ -1,4 +1,4 @@
-"""Tire-ground contact: the pure force law (workbench/_tire.py) and its analytic
+"""Tire-ground contact: the pure force law (workbench/workbench.forces.tire.py) and its analytic
 Jacobian, the road profile, the wrench it puts on the wheel body inside the engine, its
 stiffness/damping in the Newton matrix, the builder / file format and a wheel dropped
 on the ground."""
@@ -9,14 +9,14 @@ import math
 
 import numpy as np
 import pytest
+from conftest import frame_state, ref_body_poses, ref_jacobians, ref_point
 
 from workbench import Model, ModelError, UnknownNameError, simulate
-from workbench import _matrixr as MR
-from workbench import _tire as T
-from workbench.io import model_from_dict, model_to_dict
-from workbench.model import GROUND
-
-from conftest import frame_state, ref_body_poses, ref_jacobians, ref_point
+from workbench.forces import tire as T
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.model.elements import GROUND
+from workbench.model.files import model_from_dict
+from workbench.model.serialize import model_to_dict
 
 # R, k, c, mu, v_eps, depth_ramp, force_ramp
 TP = np.array([0.3, 1.2e5, 300.0, 0.8, 0.1, 1e-3, 10.0])

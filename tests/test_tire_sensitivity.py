@@ -1,5 +1,5 @@
 """Exact sensitivities through the tire-ground contact (the tangent of the contact wrench in
-:func:`workbench._tangent.tire_forces_t`): step Jacobians of a wheel on a floating joint
+:func:`workbench.kernels.tangents.tire_forces_t`): step Jacobians of a wheel on a floating joint
 against central differences of the same residual, and direct = adjoint = central
 differences on a quarter car that rolls over the smoothed road step, with tire and road
 fields among the parameters."""
@@ -9,13 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench import Model, objectives as O
-from workbench import _kernels as K
-from workbench import _matrixr as MR
-from workbench import _sens as S
-from workbench.model import GROUND
-from workbench.sensitivity import sensitivity
-from workbench.simulate import simulate
+from workbench import Model
+from workbench import objectives as O
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.formulations.semirecursive import step_jacobians as S
+from workbench.integrators.simulation import simulate
+from workbench.kernels import tree as K
+from workbench.model.elements import GROUND
+from workbench.sensitivities.driver import sensitivity
 
 
 def quarter_car(camber=True):

@@ -36,14 +36,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _sens as S
-from .errors import ModelError, UnknownNameError
+from workbench.errors import ModelError, UnknownNameError
+from workbench.kernels import measures as MS
 
 KINDS = ("position", "velocity", "acceleration", "angular_velocity", "coordinate", "rate",
          "coordinate_acceleration", "parameter")
-_POINT_KINDS = {"position": S.MS_POS, "velocity": S.MS_VEL, "acceleration": S.MS_ACC}
-_COORD_KINDS = {"coordinate": S.MS_COORD, "rate": S.MS_RATE,
-                "coordinate_acceleration": S.MS_COORD_ACC}
+_POINT_KINDS = {"position": MS.MS_POS, "velocity": MS.MS_VEL, "acceleration": MS.MS_ACC}
+_COORD_KINDS = {"coordinate": MS.MS_COORD, "rate": MS.MS_RATE,
+                "coordinate_acceleration": MS.MS_COORD_ACC}
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def compile_objectives(cm, objectives) -> CompiledObjectives:
                 if t.target not in cm.body_names:
                     raise UnknownNameError(f"body (objective {o.name!r})", t.target,
                                            cm.body_names)
-                code = S.MS_ANGVEL_BODY if t.frame == "body" else S.MS_ANGVEL
+                code = MS.MS_ANGVEL_BODY if t.frame == "body" else MS.MS_ANGVEL
                 idx = cm.body_names.index(t.target)
             elif t.kind in _COORD_KINDS:
                 code, idx = _COORD_KINDS[t.kind], cm.coordinate(t.target)
@@ -226,3 +226,12 @@ def compile_objectives(cm, objectives) -> CompiledObjectives:
     return CompiledObjectives(tuple(names), i64(ms_type), i64(ms_a), i64(ms_c), i64(obj),
                               np.asarray(pw, float), np.asarray(wt, float),
                               np.asarray(rel, float), pterms)
+
+
+def resolve_objectives(cm, objectives):
+    if objectives is None:
+        objectives = model_objectives(cm.model)
+    elif isinstance(objectives, Objective):
+        objectives = [objectives]
+    return compile_objectives(cm, objectives)
+

@@ -9,9 +9,11 @@ generalised forces vanish with zero velocities, ``Qbar(z^i) = R^T Q(z(z^i), 0) =
 Method
 ------
 Damped Newton iteration on ``Qbar(z^i) = 0``.  Each iterate solves the position
-problem (closure constraints) with :func:`workbench.kinematics.state_terms`, so
+problem (closure constraints) with :func:`workbench.formulations.semirecursive.state.state_terms`,
+so
 ``Qbar`` is exact.  The Newton matrix is the projected stiffness of the force elements,
-``Kbar = R^T K R`` with ``K`` from :func:`workbench._matrixr.force_jacobians` (springs,
+``Kbar = R^T K R`` with ``K`` from
+:func:`workbench.formulations.semirecursive.matrixr.force_jacobians` (springs,
 joint springs and the tires' analytic contact stiffness); it omits the geometric
 stiffness (configuration dependence of ``R``, of gravity's lever arms and of the
 elements' Jacobians), so the iteration converges linearly, typically by several orders
@@ -30,20 +32,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _kernels as K
-from . import _matrixr as MR
-from . import _sens as S
-from .errors import (AssemblyError, ModelError, NewtonConvergenceError,
-                     SingularConfigurationError)
-from .kinematics import state_terms
-from .model import Model
+from workbench.compiled.parameters import (initial_sensitivities, kinematic_parameters,
+                                           parameter_columns)
+from workbench.errors import (AssemblyError, ModelError, NewtonConvergenceError,
+                              SingularConfigurationError, UnknownNameError)
+from workbench.formulations import formulation_code
+from workbench.formulations import get as get_formulation
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.formulations.semirecursive import step_jacobians as S
+from workbench.formulations.semirecursive.state import state_terms
+from workbench.formulations.status import raise_for_status
+from workbench.kernels import measures as MS
+from workbench.kernels import tree as K
+from workbench.model.builder import Model
+from workbench.model.catalog import as_compiled
+from workbench.model.elements import COORD_SUFFIX
+from workbench.objectives import compile_objectives
 
 #: default tolerance on max |Qbar|, relative to the total weight of the model (N)
 REL_TOL = 1e-10
 #: largest change of any independent coordinate in one Newton step (m or rad)
 MAX_STEP = 0.02
-#: measure codes of :mod:`workbench._sens` a static response may use (positions)
-_STATIC_MEASURES = (S.MS_POS, S.MS_COORD)
+# : measure codes of :mod:`workbench.formulations.semirecursive.step_jacobians` a static response
+# may use (positions)
+_STATIC_MEASURES = (MS.MS_POS, MS.MS_COORD)
 
 
 @dataclass
@@ -85,17 +97,6 @@ class EquilibriumResult:
                 "residual_history": list(self.history)}
 
 
-def _compiled(model, parameters=None):
-    if isinstance(model, Model):
-        return model.compile(parameters or {})
-    if isinstance(model, str):
-        from .catalog import load
-        return load(model).compile(parameters or {})
-    if parameters:
-        return model.with_parameters(parameters)
-    return model
-
-
 def total_weight(cm) -> float:
     """``sum m |g|`` over the bodies (the force scale of the tolerance)."""
     ma = cm.arrays
@@ -108,7 +109,7 @@ def projected_stiffness(cm, t, z, R):
     ma = cm.arrays
     n = cm.n
     ws = MR.make_workspace(ma, n)
-    A, r, u, bcol = ws[0], ws[1], ws[2], ws[3]
+    A, r, u, bcol = ws.A, ws.r, ws.u, ws.bcol
     K.frame_positions(ma, ma.p, z, A, r, u)
     K.joint_columns(ma, r, u, bcol)
     Kd = np.zeros((n, n))
@@ -119,10 +120,10 @@ def projected_stiffness(cm, t, z, R):
 
 def exact_stiffness(cm, t, zi, z, formulation="sr-com"):
     """Exact ``Kbar = -dQbar/dz^i`` at zero velocity: the ``dr/dZ`` block of the exact step
-    Jacobians (:func:`workbench._sens.step_jacobians` with ``a = 0``, ``zd^i = 0``), which
+    Jacobians (:func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians` with ``a
+    = 0``, ``zd^i = 0``), which
     includes the geometric stiffness (configuration dependence of ``R``, ``M`` and of the
     elements' Jacobians) that :func:`projected_stiffness` omits."""
-    from .kinematics import formulation_code
     ma = cm.arrays
     d = cm.d
     i64 = np.zeros(0, dtype=np.int64)
@@ -153,9 +154,9 @@ def equilibrium(model, t: float = 0.0, formulation: str = "sr-com", tol: float |
 
     Raises :class:`~workbench.errors.NewtonConvergenceError` (naming the model) when the
     iteration stalls or exceeds ``maxit``, and the position-problem errors of
-    :func:`~workbench.kinematics.state_terms`.
+    :func:`~workbench.formulations.semirecursive.state.state_terms`.
     """
-    cm = _compiled(model, parameters)
+    cm = as_compiled(model, parameters)
     d = cm.d
     zeros = np.zeros(d)
     if tol is None:
@@ -220,15 +221,13 @@ def at_equilibrium(model: Model, parameters: dict | None = None,
     out = copy.deepcopy(model)
     for name, value in (parameters or {}).items():
         if name not in out.parameters:
-            from .errors import UnknownNameError
             raise UnknownNameError("parameter", name, out.parameters)
         out.parameters[name].value = float(value)
     cm = out.compile()
     eq = equilibrium(cm, **kwargs)
     pos = {nm: k for k, nm in enumerate(cm.coord_names)}
-    from .model import _COORD_SUFFIX
     for j in out.joints.values():
-        j.q0 = [float(eq.z[pos[j.name + sfx]]) for sfx in _COORD_SUFFIX[j.type]]
+        j.q0 = [float(eq.z[pos[j.name + sfx]]) for sfx in COORD_SUFFIX[j.type]]
     if out.meta.get("initial_state") == "equilibrium":
         out.meta["initial_state"] = "equilibrium (applied)"
     out.meta["equilibrium"] = {"residual": eq.residual, "iterations": eq.iterations,
@@ -240,8 +239,6 @@ def _jacobians(cm, t, zi, z, Gm, co=None, formulation="sr-com"):
     """Exact ``Jr = [dr/dZ | dr/dV | dr/drho]`` of the step residual and
     ``Jm = dm/d[Z, V, A, rho]`` of the measures of ``co`` at the static state ``(zi, z)``
     (zero velocities and accelerations, so ``r = -Qbar``); also the measure values."""
-    from .kinematics import formulation_code
-    from .sensitivity import kinematic_parameters
     ma = cm.arrays
     d, n, npar = cm.d, z.shape[0], Gm.shape[1]
     i64 = np.zeros(0, dtype=np.int64)
@@ -256,7 +253,6 @@ def _jacobians(cm, t, zi, z, Gm, co=None, formulation="sr-com"):
                           np.zeros(npar, dtype=np.int64), *ms, Jr, np.zeros((d, d)), Jm,
                           mval, np.zeros((n, d)), np.zeros(n), np.zeros(n))
     if st != MR.OK:
-        from .kinematics import raise_for_status
         raise_for_status(cm, st, float(t), 0.0, -1,
                          f"model {cm.name!r}, derivatives at the static equilibrium")
     return Jr, Jm, mval
@@ -271,7 +267,8 @@ def equilibrium_sensitivity(cm, eq: EquilibriumResult, Gm, formulation="sr-com",
                             t: float = 0.0) -> np.ndarray:
     """``dz^i_eq / drho`` (d x np) of a static equilibrium by the implicit function theorem
     on ``Qbar(z^i, rho) = 0``: ``Kbar dz^i = dQbar/drho`` with the exact ``Kbar`` and
-    ``dQbar/drho`` of :func:`workbench._sens.step_jacobians` (the ``r = Mbar a - Qbar``
+    ``dQbar/drho`` of :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians`
+    (the ``r = Mbar a - Qbar``
     residual at ``a = 0``, zero velocities).  Free directions of the equilibrium (where
     ``Qbar`` vanishes identically, e.g. a vehicle's horizontal position, heading and wheel
     spins) get zero: the minimum-norm least-squares solution, matching
@@ -290,13 +287,13 @@ def equilibrium_start(cm, Gm=None, formulation="sr-com"):
     import dataclasses
     if cm.initial_state != "equilibrium":
         return cm, None
-    eq = equilibrium(cm, formulation="sr-com" if formulation == "global" else formulation)
+    eq = equilibrium(cm, formulation=get_formulation(formulation).statics_formulation)
     out = dataclasses.replace(cm, zi0=eq.zi.copy(), z_guess=eq.z.copy(),
                               initial_state="equilibrium (solved)")
     SZ = None
     if Gm is not None:
         SZ = equilibrium_sensitivity(cm, eq, Gm,
-                                     "sr-com" if formulation == "global" else formulation)
+                                     get_formulation(formulation).statics_formulation)
     return out, SZ
 
 
@@ -351,10 +348,8 @@ def static_responses(model, responses, parameters=None, formulation: str = "sr-c
         ``"fd"``: central differences of re-solved equilibria (a check, not a product
         path), relative step ``fd_step``.
     """
-    from .objectives import compile_objectives
-    from .sensitivity import _initial_sensitivities, _parameter_columns
-    cm = _compiled(model)
-    names, Gm, units = _parameter_columns(cm, parameters)
+    cm = as_compiled(model)
+    names, Gm, units = parameter_columns(cm, parameters)
     co = compile_objectives(cm, responses)
     if co.param_terms or np.any(co.power != 1.0):
         raise ModelError(f"model {cm.name!r}: static responses are linear in the measures "
@@ -366,7 +361,7 @@ def static_responses(model, responses, parameters=None, formulation: str = "sr-c
     nr, npar = len(co.names), len(names)
 
     def values_at(c):
-        eq = equilibrium(c, formulation="sr-com" if formulation == "global" else formulation)
+        eq = equilibrium(c, formulation=get_formulation(formulation).statics_formulation)
         _, Jm, mval = _jacobians(c, 0.0, eq.zi, eq.z, Gm, co)
         _, Jm0, mval0 = _jacobians(c, 0.0, c.zi0, c.z_guess, Gm, co)
         m = mval - co.relative * mval0
@@ -378,7 +373,7 @@ def static_responses(model, responses, parameters=None, formulation: str = "sr-c
     d = cm.d
     if method == "exact":
         SZ = equilibrium_sensitivity(cm, eq, Gm)
-        SZ0, _ = _initial_sensitivities(cm, Gm)
+        SZ0, _ = initial_sensitivities(cm, Gm)
         dm = Jm[:, :d] @ SZ + Jm[:, 3 * d:]
         dm0 = Jm0[:, :d] @ SZ0 + Jm0[:, 3 * d:]
         dm = dm - co.relative[:, None] * dm0

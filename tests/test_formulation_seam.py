@@ -1,0 +1,41 @@
+"""The formulation seam: every registered formulation is served by every layer through its
+family, and an unknown name is a typed error naming the choices (before any work)."""
+
+from __future__ import annotations
+
+import pytest
+
+import workbench as wb
+from workbench.errors import ModelError
+from workbench.formulations import REGISTRY, UnknownFormulationError, get
+from workbench.integrators.simulation import FAMILY_RUNS
+from workbench.sensitivities.sweeps import FAMILY_SWEEPS
+
+
+def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():
+    assert set(REGISTRY) == {"sr-com", "sr-origin", "global"}
+    codes = [f.code for f in REGISTRY.values()]
+    assert len(set(codes)) == len(codes)                    # the kernels tell them apart
+    for name, f in REGISTRY.items():
+        assert f.name == name
+        assert f.family in FAMILY_RUNS and f.family in FAMILY_SWEEPS
+        # the statics of a formulation are those of a registered one with statics
+        assert REGISTRY[f.statics_formulation].family == "semirecursive"
+
+
+def test_an_unknown_formulation_is_a_typed_error_naming_the_choices():
+    with pytest.raises(UnknownFormulationError) as exc:
+        get("penalty")
+    assert "penalty" in str(exc.value) and "sr-com" in str(exc.value)
+    assert isinstance(exc.value, ModelError) and isinstance(exc.value, ValueError)
+    with pytest.raises(UnknownFormulationError):
+        wb.simulate("pendulum", t_end=0.01, dt=1e-3, formulation="penalty")
+    with pytest.raises(UnknownFormulationError):
+        wb.sensitivity("pendulum", t_end=0.01, dt=1e-3, formulation="penalty")
+
+
+def test_a_formulation_without_checkpointing_refuses_checkpoint_steps():
+    assert not get("global").checkpointing and get("sr-com").checkpointing
+    with pytest.raises(ValueError, match="checkpoint"):
+        wb.sensitivity("five-bar", t_end=0.01, dt=1e-3, formulation="global",
+                       checkpoint_steps=5)

@@ -1,0 +1,221 @@
+"""Named design parameters of a compiled model as columns of the field x parameter map
+``Gm`` (:func:`parameter_columns`), and what each parameter moves: the kinematic ones (points
+of constraints and point DOFs), the ones read only by force and inertia elements (reverse
+mode), the cyclic DOFs of an objective, and the initial-state sensitivities."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.compiled.build import CompiledModel
+from workbench.errors import ModelError, UnknownNameError
+from workbench.kernels import measures as MS
+from workbench.kernels.layout import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
+                                      DOF_COORD, DOF_POINT, REVOLUTE)
+from workbench.kernels.tangents import dof_initial_t
+
+
+def parameter_columns(cm: CompiledModel, parameters) -> tuple:
+    if parameters is None:
+        meta = cm.model.meta if hasattr(cm.model, "meta") else {}
+        parameters = meta.get("design_parameters") if isinstance(meta, dict) else None
+        if not parameters:
+            raise ModelError(f"model {cm.name!r}: no parameters given and no "
+                             "design_parameters declared in the model")
+    names = list(parameters)
+    seen = set()
+    dup = [nm for nm in names if nm in seen or seen.add(nm)]
+    if dup:
+        raise ModelError(f"model {cm.name!r}: parameter {dup[0]!r} is listed twice")
+    cols = []
+    for nm in names:
+        if nm not in cm.param_names:
+            raise UnknownNameError("parameter", nm, cm.param_names)
+        j = cm.param_names.index(nm)
+        if not np.any(cm.G[:, j]):
+            raise ModelError(
+                f"model {cm.name!r}: parameter {nm!r} is not bound to any numeric field of "
+                "the compiled model (it is a load-time value such as an initial condition "
+                "or a gravity direction); it cannot be differentiated")
+        cols.append(j)
+    Gm = np.ascontiguousarray(cm.G[:, cols], dtype=float)
+    units = tuple(cm.param_units[j] for j in cols)
+    return tuple(names), Gm, units
+
+
+def constraint_elements(ma) -> tuple:
+    """``(points, vectors, driven)``: the model points and vectors the constraint equations
+    read (point coincidences, rods, perpendicularities) and the driven coordinates."""
+    pts, vcs, driven = set(), set(), set()
+    c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
+    for k, t in enumerate(c_type):
+        if t in (C_PTCOMP, C_DIST):
+            pts.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVV:
+            vcs.update((int(c_i[k, 0]), int(c_i[k, 1])))
+        elif t == C_DOTVP:
+            vcs.add(int(c_i[k, 0]))
+            pts.update((int(c_i[k, 1]), int(c_i[k, 2])))
+        elif t == C_DRIVE:
+            driven.add(int(c_i[k, 0]))
+    return pts, vcs, driven
+
+
+def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
+    """``1`` for each parameter column of ``Gm`` bound to a field that defines the
+    configuration (body origins, joint locations, the coordinates of points used by a
+    constraint or a point DOF, rod lengths, the coefficients of a drive's time
+    function), else ``0``.
+
+    Any other parameter leaves the position, velocity and acceleration problems,
+    ``Theta_z`` and ``R`` unchanged (``dz = dzd = dzdd = 0``), which
+    :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians` uses to skip their
+    tangents: masses, inertias, centres of
+    mass, force-element data and the points where only force elements (springs, tires,
+    applied forces) and measures act, e.g. a spring's mounting point (its direction
+    still carries the point's tangent ``dp`` into the forces and measures)."""
+    ma = cm.arrays
+    nfield = ma.p.shape[0]
+    kin = np.zeros(nfield, dtype=bool)
+    pts = constraint_elements(ma)[0]
+    pts.update(int(ma.dof_i[k, 0]) for k in range(ma.dof_type.shape[0])
+               if ma.dof_type[k] == DOF_POINT)
+    for start in (list(ma.b_org) + list(ma.fr_off)
+                  + [int(ma.pt_fld[k]) for k in sorted(pts)]):
+        if 0 <= start < nfield:
+            kin[start:start + 3] = True
+    for k in range(ma.c_type.shape[0]):
+        if ma.c_type[k] == C_DIST and 0 <= ma.c_fld[k] < nfield:
+            kin[ma.c_fld[k]] = True
+        elif ma.c_type[k] == C_DRIVE:
+            # the coefficients of a drive's time function (amplitudes, times, rates); the
+            # magnitudes and directions of applied loads are force-element data
+            tf = int(ma.c_i[k, 1])
+            kin[int(ma.tf_fld[tf]):int(ma.tf_fld[tf]) + int(ma.tf_n[tf])] = True
+    return np.array([1 if np.any(Gm[kin, j] != 0.0) else 0 for j in range(Gm.shape[1])],
+                    dtype=np.int64)
+
+
+def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
+    """``1`` for each degree of freedom whose *position* the step residual and the
+    measures of ``co`` do not depend on (a wheel spin angle), else ``0``.
+
+    Such a coordinate is the angle ``q`` of a revolute joint whose child is a leaf of the
+    tree (no frame below it) carrying one body that is axisymmetric about the joint axis:
+    inertia ``J a = lambda a`` with ``mu (I - a a^T)`` across it, centre of mass on the
+    axis; every point of the body used by a spring, tire, constraint, load, point DOF or
+    measure lies on the axis and every vector used is parallel to it; no joint spring and
+    no drive on ``q``, no load or body-frame angular-velocity measure on the body, no
+    measure of ``q`` itself, and only coordinate DOFs.  Rotating the body about its axis
+    then moves nothing the equations read, so the position column of the step Jacobians
+    (``dr/dz^i``, ``dm/dz^i``, the ``dR^T tau`` term) is zero in exact arithmetic and
+    :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians` skips it (the
+    velocity column is computed: the spin
+    rate enters gyroscopic terms and tire slip)."""
+    ma = cm.arrays
+    p = np.asarray(ma.p)
+    d = cm.d
+    out = np.zeros(d, dtype=np.int64)
+    dof_type = np.asarray(ma.dof_type)
+    if d == 0 or np.any(dof_type != DOF_COORD):
+        return out
+    fr_parent = np.asarray(ma.fr_parent)
+    used_pts, used_vcs, drive_coords = constraint_elements(ma)
+    used_pts.update(int(k) for k in np.asarray(ma.sp_pt).ravel())
+    used_pts.update(int(k) for k in np.asarray(ma.ty_pt))
+    used_vcs.update(int(k) for k in np.asarray(ma.ty_vc))
+    load_bodies = set()
+    for s_, t in enumerate(np.asarray(ma.af_type)):
+        k = int(ma.af_idx[s_])
+        load_bodies.add(int(ma.pt_body[k]) if t == AF_FORCE else k)
+    angvel_body_bodies, coord_measured = set(), set()
+    for t, a in zip(np.asarray(co.ms_type), np.asarray(co.ms_a)):
+        if t <= MS.MS_ACC:
+            used_pts.add(int(a))
+        elif t == MS.MS_ANGVEL_BODY:
+            angvel_body_bodies.add(int(a))
+        elif t == MS.MS_COORD:
+            coord_measured.add(int(a))
+    spring_coords = set(int(c) for c in np.asarray(ma.js_coord))
+    pt_body, pt_fld = np.asarray(ma.pt_body), np.asarray(ma.pt_fld)
+    vc_body, vc_val = np.asarray(ma.vc_body), np.asarray(ma.vc_val)
+    for col in range(d):
+        c = int(ma.dof_i[col, 0])
+        frames = np.nonzero(np.asarray(ma.fr_coord) == c)[0]
+        if len(frames) != 1:
+            continue
+        f = int(frames[0])
+        if ma.fr_type[f] != REVOLUTE or np.any(fr_parent == f):
+            continue
+        bodies = np.nonzero(np.asarray(ma.b_frame) == f)[0]
+        if len(bodies) != 1:
+            continue
+        b = int(bodies[0])
+        if (c in drive_coords or c in spring_coords or c in coord_measured
+                or b in load_bodies or b in angvel_body_bodies):
+            continue
+        axis = np.asarray(ma.fr_C)[f].T @ np.asarray(ma.fr_axis)[f]   # in the body frame
+        axis = axis / np.linalg.norm(axis)
+        o = int(ma.b_org[b])
+        org = p[o:o + 3]
+        k0 = int(ma.b_inr[b])
+        J00, J11, J22, J01, J02, J12 = p[k0:k0 + 6]
+        J = np.array([[J00, J01, J02], [J01, J11, J12], [J02, J12, J22]])
+        lam = axis @ J @ axis
+        across = J - lam * np.outer(axis, axis)
+        mu = 0.5 * np.trace(across)
+        tol = 1e-12 * max(1.0, float(np.max(np.abs(J))))
+        if np.max(np.abs(across - mu * (np.eye(3) - np.outer(axis, axis)))) > tol:
+            continue
+        com = org + p[int(ma.b_com[b]):int(ma.b_com[b]) + 3]
+
+        def on_axis(x):
+            return np.linalg.norm(np.cross(x, axis)) <= 1e-12 * max(1.0, np.linalg.norm(x))
+
+        if not on_axis(com):
+            continue
+        if not all(on_axis(org + p[int(pt_fld[k]):int(pt_fld[k]) + 3])
+                   for k in used_pts if int(pt_body[k]) == b):
+            continue
+        if not all(np.linalg.norm(np.cross(vc_val[k], axis)) <= 1e-12
+                   for k in used_vcs if int(vc_body[k]) == b):
+            continue
+        out[col] = 1
+    return out
+
+
+def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
+    """``1`` for each parameter column of ``Gm`` bound only to masses, centres of mass,
+    inertias and spring-damper data (point-to-point and joint): both methods get their
+    columns of ``dr/drho`` in reverse mode
+    (:func:`workbench.formulations.semirecursive.step_jacobians.virtual_power_lanes`, one pass
+    over the bodies for all of them: the adjoint with its ``no`` cotangents, the direct
+    method with the ``d`` unit cotangents), so the cost does not grow with their
+    number."""
+    ma = cm.arrays
+    nfield = ma.p.shape[0]
+    ok = np.zeros(nfield, dtype=bool)
+    for b in range(ma.b_frame.shape[0]):
+        ok[ma.b_mass[b]] = True
+        ok[ma.b_com[b]:ma.b_com[b] + 3] = True
+        ok[ma.b_inr[b]:ma.b_inr[b] + 6] = True
+    for arr in (ma.sp_k, ma.sp_c, ma.sp_L0, ma.js_k, ma.js_c, ma.js_z0):
+        ok[np.asarray(arr, dtype=np.int64)] = True
+    kin = kinematic_parameters(cm, Gm)
+    return np.array([1 if kin[j] == 0 and not np.any(Gm[~ok, j] != 0.0) else 0
+                     for j in range(Gm.shape[1])], dtype=np.int64)
+
+
+def initial_sensitivities(cm: CompiledModel, Gm):
+    """``dz^i(t0)/drho``, ``dzd^i(t0)/drho``: nonzero only for point-coordinate DOF whose
+    initial value is read from the initial configuration (no explicit ``value``)."""
+    ma = cm.arrays
+    SZ, SV = dof_initial_t(ma, ma.p, Gm, cm.z_guess, cm.zd_guess)
+    spec = list(getattr(cm.model, "dof_spec", None) or [])
+    for k in range(cm.d):
+        item = spec[k] if k < len(spec) else None
+        if isinstance(item, dict) and "value" in item:
+            SZ[k] = 0.0
+        SV[k] = 0.0       # point-DOF velocities are given values (default 0)
+    return np.ascontiguousarray(SZ), np.ascontiguousarray(SV)
+

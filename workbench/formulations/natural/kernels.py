@@ -1,0 +1,1378 @@
+"""Numba kernels of the GLOBAL formulation in natural coordinates (issue 6), array-only.
+
+Design (the data are built by :mod:`workbench.formulations.natural.build` from the SAME compiled
+model as
+the semi-recursive formulation; García de Jalón & Bayo natural coordinates):
+
+* Coordinates ``q``: per body ``b`` its frame origin ``r_b`` and its frame unit vectors
+  ``e_1 .. e_D`` (the columns of the body frame rotation ``A_b``), ``D = 2`` for planar
+  models (``q_b`` in R^6), ``D = 3`` for spatial ones (``q_b`` in R^12).  A body point
+  with local coordinates ``x`` is ``P = r_b + sum_k x_k e_k``: LINEAR in ``q`` (and in the
+  point's parameter fields), so every constraint below is a dot product of two affine
+  *operands* and hence quadratic in ``q`` (``Phi_qq`` constant).
+* Constraints ``Phi(q, rho, t)``: rigid body ``e_k . e_l = delta_kl``; tree joints between
+  the parent and child body frames (revolute: coincident joint point, spatial axis
+  ``(A_c C^T a) . (A_p n_i) = 0``; prismatic: ``(r_c - r_p - A_p s) . (A_p n_i) = 0`` and
+  locked orientation; cylindrical: the prismatic point-on-axis rows plus the revolute
+  axis rows; universal: point plus ``(A_p a1) . (A_c C^T a2) = a1 . a2``; fixed; spherical:
+  point only; floating: none); cut joints,
+  distances (``|P2 - P1|^2 - L^2``) and the other primitive equations of the compiled model
+  written in natural coordinates; drives ``h_j(q) - f(t)`` (rheonomic).
+* Degrees of freedom: the SAME independent coordinates as the semi-recursive model,
+  imposed by ``h(q) - z^i = 0`` (seed 001 eqs 12-13, non-constant ``B = h_q``): a revolute
+  angle ``theta = atan2((A_c C^T n1) . (A_p n2), (A_c C^T n1) . (A_p n1))`` (continuous
+  branch tracked; universal, spherical and floating angles likewise, the middle z-y-x
+  angle ``asin(-(A_p e_z) . (A_c C^T e_x))``), a prismatic travel
+  ``(A_p a) . (r_c - r_p - A_p s)``, a point component.
+* Matrix-R projection: ``Theta_q = [Phi_q; B]``, ``[S R] = Theta_q^+`` (eq 16-17),
+  ``qd = R zd^i + S b``, ``qdd = R zdd^i + S c`` (eqs 24-25), residual of the step
+  ``r = R^T (M qdd - Q)`` (eq 28-29) with the CONSTANT block mass matrix
+  ``M_b = Mloc (x) I_D``, ``Mloc = [[m, m g^T], [m g, m g g^T + J]]`` (``g`` the local centre
+  of mass, ``J`` the centroidal second moment ``tr(I)/2 1 - I``; planar: ``Izz/2 I_2``).
+* Forces by virtual power ``Q . w``: gravity ``m grav . P_g(w)``, point-to-point springs,
+  point forces, torques (``omega = 1/2 sum_k e_k x e_k_dot``), joint springs through ``h_j``,
+  tires (the law of :mod:`workbench.forces.tire` on the wheel centre, spin axis and angular
+  velocity taken
+  from ``q, qd``; force at the contact point ``P``: ``Q . w = F . (w_r + sum_k x_k w_ek)``,
+  ``x_k = (P - r) . e_k``); force tangents (:func:`force_tangent`) and the tangent of
+  ``Theta_q^T mu`` (:func:`theta_grad_t`) are vectors, one pass per direction.
+
+Every scalar function ``f`` (constraint, DOF, joint coordinate) is evaluated with a *jet*:
+its value, rate and acceleration along ``(q, qd, qdd)`` and their exact tangents along a
+direction ``(dq, dqd, dqdd, drho)``.  These jets give the velocity/acceleration problems
+and every derivative of the sensitivity analysis (seed 001 eqs 32-38, 53-57) exactly.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from workbench.forces import tire as TY
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.kernels import tree as K
+from workbench.kernels.layout import AF_FORCE
+
+SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
+# measure kinds (same codes as workbench.formulations.semirecursive.step_jacobians)
+MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
+
+
+# ----------------------------------------------------------------------------------------
+# operands: affine vector expressions of q
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def op_apply(ga, o, x, w, deriv, affine, out):
+    """Operand ``o`` applied to ``x``: ``sum sign (org r_b(x) + sum_k w_k e_k(x))`` plus the
+    ground (constant) terms when ``affine``; the local vector ``w = c + w[f1] + w[f2]``
+    (``deriv``: only the field part read from ``w`` = a field direction ``dp``, no
+    constant and no origin term)."""
+    D = ga.D
+    nqb = ga.nqb
+    for i in range(D):
+        out[i] = 0.0
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        sg = ga.tm_sign[t]
+        f1 = ga.tm_f1[t]
+        f2 = ga.tm_f2[t]
+        w0 = 0.0
+        w1 = 0.0
+        w2 = 0.0
+        if not deriv:
+            w0 = ga.tm_c[t, 0]
+            w1 = ga.tm_c[t, 1]
+            w2 = ga.tm_c[t, 2]
+        if f1 >= 0:
+            w0 += w[f1]
+            w1 += w[f1 + 1]
+            w2 += w[f1 + 2]
+        if f2 >= 0:
+            w0 += w[f2]
+            w1 += w[f2 + 1]
+            w2 += w[f2 + 2]
+        if b < 0:
+            if affine:
+                out[0] += sg * w0
+                out[1] += sg * w1
+                if D == 3:
+                    out[2] += sg * w2
+            continue
+        s0 = b * nqb
+        og = 0.0 if deriv else ga.tm_org[t]
+        for i in range(D):
+            v = og * x[s0 + i] + w0 * x[s0 + D + i] + w1 * x[s0 + 2 * D + i]
+            if D == 3:
+                v += w2 * x[s0 + 3 * D + i]
+            out[i] += sg * v
+
+
+@njit(cache=True)
+def op_grad_w(ga, w, o, y, scale, row, deriv):
+    """``row += scale * d(op_o(q) . y)/dq`` with the local vectors read from ``w``
+    (``deriv``: only the field part of ``w = dp``, no constant and no origin term: the
+    tangent of the gradient along a field direction)."""
+    D = ga.D
+    nqb = ga.nqb
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        if b < 0:
+            continue
+        sg = scale * ga.tm_sign[t]
+        f1 = ga.tm_f1[t]
+        f2 = ga.tm_f2[t]
+        s0 = b * nqb
+        for k in range(D):
+            wk = 0.0 if deriv else ga.tm_c[t, k]
+            if f1 >= 0:
+                wk += w[f1 + k]
+            if f2 >= 0:
+                wk += w[f2 + k]
+            if wk != 0.0:
+                for i in range(D):
+                    row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+        og = 0.0 if deriv else ga.tm_org[t]
+        if og != 0.0:
+            for i in range(D):
+                row[s0 + i] += sg * og * y[i]
+
+
+@njit(cache=True)
+def op_grad(ga, p, o, y, scale, row):
+    """``row += scale * d(op_o(q) . y)/dq``."""
+    op_grad_w(ga, p, o, y, scale, row, False)
+
+
+@njit(cache=True)
+def op_jet(ga, p, o, q, qd, qdd, dq, dqd, dqdd, dp, tang, J, tmp):
+    """``J[0:3]`` = operand value, rate, acceleration; ``J[3:6]`` their tangents."""
+    op_apply(ga, o, q, p, False, True, J[0])
+    op_apply(ga, o, qd, p, False, False, J[1])
+    op_apply(ga, o, qdd, p, False, False, J[2])
+    if not tang:
+        return
+    op_apply(ga, o, dq, p, False, False, J[3])
+    op_apply(ga, o, q, dp, True, True, tmp)
+    for i in range(ga.D):
+        J[3, i] += tmp[i]
+    op_apply(ga, o, dqd, p, False, False, J[4])
+    op_apply(ga, o, qd, dp, True, False, tmp)
+    for i in range(ga.D):
+        J[4, i] += tmp[i]
+    op_apply(ga, o, dqdd, p, False, False, J[5])
+    op_apply(ga, o, qdd, dp, True, False, tmp)
+    for i in range(ga.D):
+        J[5, i] += tmp[i]
+
+
+@njit(cache=True)
+def _dot(a, b, D):
+    s = 0.0
+    for i in range(D):
+        s += a[i] * b[i]
+    return s
+
+
+@njit(cache=True)
+def bil_jet(ga, p, oa, ob, q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, out):
+    """Jet of ``f = A . B``: ``out = [f, fd, fdd, df, dfd, dfdd]``."""
+    D = ga.D
+    op_jet(ga, p, oa, q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, tmp)
+    op_jet(ga, p, ob, q, qd, qdd, dq, dqd, dqdd, dp, tang, JB, tmp)
+    a0, a1, a2 = JA[0], JA[1], JA[2]
+    b0, b1, b2 = JB[0], JB[1], JB[2]
+    out[0] = _dot(a0, b0, D)
+    out[1] = _dot(a1, b0, D) + _dot(a0, b1, D)
+    out[2] = _dot(a2, b0, D) + 2.0 * _dot(a1, b1, D) + _dot(a0, b2, D)
+    if tang:
+        c0, c1, c2 = JA[3], JA[4], JA[5]
+        d0, d1, d2 = JB[3], JB[4], JB[5]
+        out[3] = _dot(c0, b0, D) + _dot(a0, d0, D)
+        out[4] = _dot(c1, b0, D) + _dot(a1, d0, D) + _dot(c0, b1, D) + _dot(a0, d1, D)
+        out[5] = (_dot(c2, b0, D) + _dot(a2, d0, D) + 2.0 * (_dot(c1, b1, D) + _dot(a1, d1, D))
+                  + _dot(c0, b2, D) + _dot(a0, d2, D))
+    else:
+        out[3] = 0.0
+        out[4] = 0.0
+        out[5] = 0.0
+
+
+@njit(cache=True)
+def _wrap(x):
+    return x - 2.0 * np.pi * np.floor((x + np.pi) / (2.0 * np.pi))
+
+
+@njit(cache=True)
+def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
+    """Jet of scalar function ``s`` (constraint, DOF or joint coordinate)."""
+    JA, JB, tmp, ox, oy = sc[0], sc[1], sc[2, 0], sc[3, 0], sc[3, 1]
+    o = ga.sf_op[s]
+    if ga.sf_kind[s] == SF_BIL:
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, out)
+        out[0] -= ga.sf_K[s]
+        fk = ga.sf_fK[s]
+        if fk >= 0:
+            out[0] -= p[fk] * p[fk]
+            if tang:
+                out[3] -= 2.0 * p[fk] * dp[fk]
+    elif ga.sf_kind[s] == SF_ASIN:
+        # f = asin(u), u = A . B (an element of a relative rotation matrix)
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
+        u, ud, udd, du, dud, dudd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        g3 = g * g * g
+        out[0] = np.arcsin(u)
+        out[1] = g * ud
+        out[2] = g * udd + g3 * u * ud * ud
+        if tang:
+            dg = g3 * u * du
+            out[3] = g * du
+            out[4] = dg * ud + g * dud
+            out[5] = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
+                      + 2.0 * g3 * u * ud * dud)
+        else:
+            out[3] = 0.0
+            out[4] = 0.0
+            out[5] = 0.0
+    else:
+        bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
+        bil_jet(ga, p, o[2], o[3], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, oy)
+        x, xd, xdd, dx, dxd, dxdd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
+        y, yd, ydd, dy, dyd, dydd = oy[0], oy[1], oy[2], oy[3], oy[4], oy[5]
+        r2 = x * x + y * y
+        ref = aref[s]
+        out[0] = ref + _wrap(np.arctan2(y, x) - ref)
+        N = x * yd - y * xd
+        P = x * xd + y * yd
+        U = x * ydd - y * xdd
+        out[1] = N / r2
+        out[2] = U / r2 - 2.0 * N * P / (r2 * r2)
+        if tang:
+            dr2 = 2.0 * (x * dx + y * dy)
+            dN = dx * yd + x * dyd - dy * xd - y * dxd
+            dP = dx * xd + x * dxd + dy * yd + y * dyd
+            dU = dx * ydd + x * dydd - dy * xdd - y * dxdd
+            out[3] = (x * dy - y * dx) / r2
+            out[4] = dN / r2 - N * dr2 / (r2 * r2)
+            out[5] = (dU / r2 - U * dr2 / (r2 * r2) - 2.0 * (dN * P + N * dP) / (r2 * r2)
+                      + 4.0 * N * P * dr2 / (r2 * r2 * r2))
+        else:
+            out[3] = 0.0
+            out[4] = 0.0
+            out[5] = 0.0
+    tf = ga.sf_tf[s]
+    if tf >= 0:
+        # a drive: h(q) - f(t; p), with the coefficients' tangent along dp
+        f, fd, fdd = K.time_function(ma, p, tf, t)
+        out[0] -= f
+        out[1] -= fd
+        out[2] -= fdd
+        if tang:
+            df, dfd, dfdd = K.time_function_t(ma, p, dp, tf, t)
+            out[3] -= df
+            out[4] -= dfd
+            out[5] -= dfdd
+
+
+@njit(cache=True)
+def sf_grad(ga, p, s, q, aref, sc, scale, row):
+    """``row += scale * df/dq`` for scalar function ``s``."""
+    D = ga.D
+    JA = sc[0]
+    o = ga.sf_op[s]
+    if ga.sf_kind[s] == SF_BIL:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        op_grad(ga, p, o[0], JA[1], scale, row)
+        op_grad(ga, p, o[1], JA[0], scale, row)
+    elif ga.sf_kind[s] == SF_ASIN:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        u = _dot(JA[0], JA[1], D)
+        g = scale / np.sqrt(1.0 - u * u)
+        op_grad(ga, p, o[0], JA[1], g, row)
+        op_grad(ga, p, o[1], JA[0], g, row)
+    else:
+        op_apply(ga, o[0], q, p, False, True, JA[0])
+        op_apply(ga, o[1], q, p, False, True, JA[1])
+        op_apply(ga, o[2], q, p, False, True, JA[2])
+        op_apply(ga, o[3], q, p, False, True, JA[3])
+        x = _dot(JA[0], JA[1], D)
+        y = _dot(JA[2], JA[3], D)
+        r2 = x * x + y * y
+        op_grad(ga, p, o[0], JA[1], -scale * y / r2, row)
+        op_grad(ga, p, o[1], JA[0], -scale * y / r2, row)
+        op_grad(ga, p, o[2], JA[3], scale * x / r2, row)
+        op_grad(ga, p, o[3], JA[2], scale * x / r2, row)
+
+
+@njit(cache=True)
+def _bil_parts(ga, p, oa, ob, q, dq, dp, V):
+    """Operands ``A = V[0]``, ``B = V[1]`` and their tangents ``V[2], V[3]`` along
+    ``(dq, dp)``; returns ``(A . B, d(A . B))``."""
+    D = ga.D
+    op_apply(ga, oa, q, p, False, True, V[0])
+    op_apply(ga, ob, q, p, False, True, V[1])
+    op_apply(ga, oa, dq, p, False, False, V[2])
+    op_apply(ga, oa, q, dp, True, True, V[4])
+    op_apply(ga, ob, dq, p, False, False, V[3])
+    op_apply(ga, ob, q, dp, True, True, V[5])
+    for i in range(D):
+        V[2, i] += V[4, i]
+        V[3, i] += V[5, i]
+    return _dot(V[0], V[1], D), _dot(V[2], V[1], D) + _dot(V[0], V[3], D)
+
+
+@njit(cache=True)
+def _bil_grad_add(ga, p, dp, oa, ob, V, c1, c2, row):
+    """``row += c1 grad(A . B) + c2 d(grad(A . B))`` (parts from :func:`_bil_parts`)."""
+    if c1 != 0.0:
+        op_grad(ga, p, oa, V[1], c1, row)
+        op_grad(ga, p, ob, V[0], c1, row)
+    if c2 != 0.0:
+        op_grad(ga, p, oa, V[3], c2, row)
+        op_grad_w(ga, dp, oa, V[1], c2, row, True)
+        op_grad(ga, p, ob, V[2], c2, row)
+        op_grad_w(ga, dp, ob, V[0], c2, row, True)
+
+
+@njit(cache=True)
+def sf_grad_t(ga, p, s, q, dq, dp, V, scale, row):
+    """``row += scale * d(df/dq)`` along ``(dq, dp)``: the tangent of the gradient of scalar
+    function ``s`` (so that ``d(Theta_q) w . mu`` costs one pass per direction instead of
+    one jet per ``w``).  ``V``: scratch (12, 3)."""
+    o = ga.sf_op[s]
+    kind = ga.sf_kind[s]
+    if kind == SF_BIL:
+        _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, 0.0, scale, row)
+    elif kind == SF_ASIN:
+        u, du = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V)
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        # d(g grad u) = g^3 u du grad u + g d(grad u)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V, scale * g * g * g * u * du, scale * g, row)
+    else:
+        x, dx = _bil_parts(ga, p, o[0], o[1], q, dq, dp, V[0:6])
+        y, dy = _bil_parts(ga, p, o[2], o[3], q, dq, dp, V[6:12])
+        r2 = x * x + y * y
+        dr2 = 2.0 * (x * dx + y * dy)
+        # grad f = (x grad y - y grad x) / r2
+        _bil_grad_add(ga, p, dp, o[2], o[3], V[6:12],
+                      scale * (dx / r2 - x * dr2 / (r2 * r2)), scale * x / r2, row)
+        _bil_grad_add(ga, p, dp, o[0], o[1], V[0:6],
+                      -scale * (dy / r2 - y * dr2 / (r2 * r2)), -scale * y / r2, row)
+
+
+@njit(cache=True)
+def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
+    """``out = d(Theta_q^T mu)`` along ``(dq, dp)`` with ``mu`` fixed."""
+    out[:] = 0.0
+    m = ga.phi_sf.shape[0]
+    for k in range(m):
+        if mu[k] != 0.0:
+            sf_grad_t(ga, p, ga.phi_sf[k], q, dq, dp, V, mu[k], out)
+    for k in range(ga.dof_sf.shape[0]):
+        if mu[m + k] != 0.0:
+            sf_grad_t(ga, p, ga.dof_sf[k], q, dq, dp, V, mu[m + k], out)
+
+
+@njit(cache=True)
+def scratch(ga):
+    return np.zeros((4, 6, 6))
+
+
+# ----------------------------------------------------------------------------------------
+# Theta = [Phi; h - z^i] and its Jacobian
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def theta_jets(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
+    """Jets of the rows of ``Theta`` (constraints, then DOF functions ``h``): ``out (m+d, 6)``."""
+    m = ga.phi_sf.shape[0]
+    for k in range(m):
+        sf_jet(ga, ma, p, ga.phi_sf[k], t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc,
+               out[k])
+    for k in range(ga.dof_sf.shape[0]):
+        sf_jet(ga, ma, p, ga.dof_sf[k], t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc,
+               out[m + k])
+
+
+@njit(cache=True)
+def theta_values(ga, ma, p, t, q, aref, sc, out):
+    """Values only (``out[:, 0]``) of the rows of ``Theta`` for the position problem: the
+    ``f`` entry of :func:`sf_jet` without the rates, accelerations and tangents."""
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    A, B, C, E = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        op_apply(ga, o[0], q, p, False, True, A)
+        op_apply(ga, o[1], q, p, False, True, B)
+        x = _dot(A, B, D)
+        if kind == SF_BIL:
+            v = x - ga.sf_K[s]
+            fk = ga.sf_fK[s]
+            if fk >= 0:
+                v -= p[fk] * p[fk]
+        elif kind == SF_ASIN:
+            v = np.arcsin(x)
+        else:
+            op_apply(ga, o[2], q, p, False, True, C)
+            op_apply(ga, o[3], q, p, False, True, E)
+            y = _dot(C, E, D)
+            ref = aref[s]
+            v = ref + _wrap(np.arctan2(y, x) - ref)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            v -= f
+        out[k, 0] = v
+
+
+@njit(cache=True)
+def _bil_rates(ga, p, oa, ob, q, qd, A0, A1, B0, B1):
+    """``A . B``, its rate along ``qd`` and its acceleration with ``qdd = 0``."""
+    D = ga.D
+    op_apply(ga, oa, q, p, False, True, A0)
+    op_apply(ga, oa, qd, p, False, False, A1)
+    op_apply(ga, ob, q, p, False, True, B0)
+    op_apply(ga, ob, qd, p, False, False, B1)
+    return (_dot(A0, B0, D), _dot(A1, B0, D) + _dot(A0, B1, D), 2.0 * _dot(A1, B1, D))
+
+
+@njit(cache=True)
+def theta_va(ga, ma, p, t, q, qd, sc, out):
+    """Rates and accelerations with ``qdd = 0`` of the rows of ``Theta`` along ``qd``
+    (``out[:, 1]``, ``out[:, 2]``; the ``fd`` and ``fdd`` entries of :func:`sf_jet` with
+    ``qdd = 0``, no tangents): the right-hand sides of the velocity (eq 19) and
+    acceleration (eq 21) problems."""
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    A0, A1, B0, B1 = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
+    C0, C1, E0, E1 = sc[1, 0], sc[1, 1], sc[1, 2], sc[1, 3]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        x, xd, xdd = _bil_rates(ga, p, o[0], o[1], q, qd, A0, A1, B0, B1)
+        if kind == SF_BIL:
+            vd = xd
+            vdd = xdd
+        elif kind == SF_ASIN:
+            g = 1.0 / np.sqrt(1.0 - x * x)
+            vd = g * xd
+            vdd = g * xdd + g * g * g * x * xd * xd
+        else:
+            y, yd, ydd = _bil_rates(ga, p, o[2], o[3], q, qd, C0, C1, E0, E1)
+            r2 = x * x + y * y
+            Nn = x * yd - y * xd
+            P = x * xd + y * yd
+            U = x * ydd - y * xdd
+            vd = Nn / r2
+            vdd = U / r2 - 2.0 * Nn * P / (r2 * r2)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            vd -= fd
+            vdd -= fdd
+        out[k, 1] = vd
+        out[k, 2] = vdd
+
+
+@njit(cache=True)
+def operand_base(ga, p, q, qd, qdd, OB):
+    """``OB[o] = [value, rate, acceleration]`` of every operand ``o`` at ``(q, qd, qdd)``:
+    the base part of :func:`op_jet`, computed once per state for the tangents of
+    :func:`theta_tangents`."""
+    for o in range(ga.op_ptr.shape[0] - 1):
+        op_apply(ga, o, q, p, False, True, OB[o, 0])
+        op_apply(ga, o, qd, p, False, False, OB[o, 1])
+        op_apply(ga, o, qdd, p, False, False, OB[o, 2])
+
+
+@njit(cache=True)
+def operand_dir(ga, p, x, base, dp, has_p, affine_dp, OD, lv, tmp):
+    """``OD[o, lv]`` = the level-``lv`` operand tangent of :func:`op_jet`:
+    ``op(x)`` plus, for a parameter direction, the field part ``op(base; dp)``
+    (``affine_dp``: with the ground terms, as for the value level)."""
+    D = ga.D
+    for o in range(ga.op_ptr.shape[0] - 1):
+        out = OD[o, lv]
+        op_apply(ga, o, x, p, False, False, out)
+        if has_p:
+            op_apply(ga, o, base, dp, True, affine_dp, tmp)
+            for i in range(D):
+                out[i] += tmp[i]
+
+
+@njit(cache=True)
+def _bil_t(OB, OD, oa, ob, D, lv):
+    """Tangent at level ``lv`` (0 value, 1 rate, 2 acceleration) of ``A . B`` from the
+    cached operand values ``OB`` and tangents ``OD`` (the formulas of :func:`bil_jet`)."""
+    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
+    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
+    c0, c1, c2 = OD[oa, 0], OD[oa, 1], OD[oa, 2]
+    d0, d1, d2 = OD[ob, 0], OD[ob, 1], OD[ob, 2]
+    if lv == 0:
+        return _dot(c0, b0, D) + _dot(a0, d0, D)
+    if lv == 1:
+        return _dot(c1, b0, D) + _dot(a1, d0, D) + _dot(c0, b1, D) + _dot(a0, d1, D)
+    return (_dot(c2, b0, D) + _dot(a2, d0, D) + 2.0 * (_dot(c1, b1, D) + _dot(a1, d1, D))
+            + _dot(c0, b2, D) + _dot(a0, d2, D))
+
+
+@njit(cache=True)
+def _bil_base(OB, oa, ob, D):
+    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
+    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
+    return (_dot(a0, b0, D), _dot(a1, b0, D) + _dot(a0, b1, D),
+            _dot(a2, b0, D) + 2.0 * _dot(a1, b1, D) + _dot(a0, b2, D))
+
+
+@njit(cache=True)
+def theta_tangents(ga, p, dp, has_p, OB, OD, lv, out):
+    """Tangent entries of the rows of ``Theta`` at level ``lv`` (``out[k]`` = entry
+    ``3 + lv`` of :func:`sf_jet`: ``df``, ``dfd`` or ``dfdd``) from the cached operand
+    values and tangents (:func:`operand_base`, :func:`operand_dir`); the same formulas as
+    :func:`sf_jet`, without re-evaluating the base jets for every direction."""
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        if kind == SF_BIL:
+            v = _bil_t(OB, OD, o[0], o[1], D, lv)
+            fk = ga.sf_fK[s]
+            if lv == 0 and has_p and fk >= 0:
+                v -= 2.0 * p[fk] * dp[fk]
+        elif kind == SF_ASIN:
+            u, ud, udd = _bil_base(OB, o[0], o[1], D)
+            du = _bil_t(OB, OD, o[0], o[1], D, 0)
+            g = 1.0 / np.sqrt(1.0 - u * u)
+            g3 = g * g * g
+            dg = g3 * u * du
+            if lv == 0:
+                v = g * du
+            elif lv == 1:
+                v = dg * ud + g * _bil_t(OB, OD, o[0], o[1], D, 1)
+            else:
+                dud = _bil_t(OB, OD, o[0], o[1], D, 1)
+                dudd = _bil_t(OB, OD, o[0], o[1], D, 2)
+                v = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
+                     + 2.0 * g3 * u * ud * dud)
+        else:
+            x, xd, xdd = _bil_base(OB, o[0], o[1], D)
+            y, yd, ydd = _bil_base(OB, o[2], o[3], D)
+            dx = _bil_t(OB, OD, o[0], o[1], D, 0)
+            dy = _bil_t(OB, OD, o[2], o[3], D, 0)
+            r2 = x * x + y * y
+            if lv == 0:
+                v = (x * dy - y * dx) / r2
+            else:
+                dxd = _bil_t(OB, OD, o[0], o[1], D, 1)
+                dyd = _bil_t(OB, OD, o[2], o[3], D, 1)
+                dr2 = 2.0 * (x * dx + y * dy)
+                Nn = x * yd - y * xd
+                dN = dx * yd + x * dyd - dy * xd - y * dxd
+                if lv == 1:
+                    v = dN / r2 - Nn * dr2 / (r2 * r2)
+                else:
+                    dxdd = _bil_t(OB, OD, o[0], o[1], D, 2)
+                    dydd = _bil_t(OB, OD, o[2], o[3], D, 2)
+                    P = x * xd + y * yd
+                    U = x * ydd - y * xdd
+                    dP = dx * xd + x * dxd + dy * yd + y * dyd
+                    dU = dx * ydd + x * dydd - dy * xdd - y * dxdd
+                    v = (dU / r2 - U * dr2 / (r2 * r2) - 2.0 * (dN * P + Nn * dP) / (r2 * r2)
+                         + 4.0 * Nn * P * dr2 / (r2 * r2 * r2))
+        out[k] = v
+
+
+@njit(cache=True)
+def drive_tangents(ga, ma, p, dp, t, lv, out):
+    """``out[k] -= df`` (level ``lv`` 0: value, 1: rate, 2: acceleration) for every row of
+    ``Theta`` that is a drive ``h(q) - f(t; p)``: the field part of the drive rows' tangent
+    along ``dp`` (the coefficients of ``f``, :func:`_kernels.time_function_t`), which
+    :func:`theta_tangents` (the operands' part) leaves out; completes the tangent entries
+    of :func:`sf_jet` for a parameter direction."""
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            df, dfd, dfdd = K.time_function_t(ma, p, dp, tf, t)
+            out[k] -= df if lv == 0 else (dfd if lv == 1 else dfdd)
+
+
+@njit(cache=True)
+def theta_jacobian(ga, p, q, aref, sc, Th):
+    m = ga.phi_sf.shape[0]
+    Th[:, :] = 0.0
+    for k in range(m):
+        sf_grad(ga, p, ga.phi_sf[k], q, aref, sc, 1.0, Th[k])
+    for k in range(ga.dof_sf.shape[0]):
+        sf_grad(ga, p, ga.dof_sf[k], q, aref, sc, 1.0, Th[m + k])
+
+
+@njit(cache=True)
+def update_aref(ga, ma, p, t, q, aref, sc):
+    """Move the branch reference of every angle function to its current value."""
+    z = np.zeros(q.shape[0])
+    out = np.zeros(6)
+    for s in range(ga.sf_kind.shape[0]):
+        if ga.sf_kind[s] == SF_ANGLE:
+            sf_jet(ga, ma, p, s, t, q, z, z, z, z, z, p, False, aref, sc, out)
+            tf = ga.sf_tf[s]
+            if tf >= 0:
+                f, fd, fdd = K.time_function(ma, p, tf, t)
+                out[0] += f
+            aref[s] = out[0]
+
+
+#: Per-run work arrays of the natural-coordinate kernels: ``Th`` = Theta_q = [Phi_q; B],
+#: its sparse Householder QR (:func:`sqr_factor`: ``V``, ``beta``, ``Rm``, ``W``, ``hi``,
+#: ``rend``, ``cstart``), the constraint jets ``jets`` and the scratch ``sc`` of
+#: :func:`scratch`.
+NaturalWorkspace = namedtuple("NaturalWorkspace", ["Th", "V", "beta", "Rm", "jets", "sc", "W",
+                                                   "hi", "rend", "cstart"])
+
+
+@njit(cache=True)
+def make_ws(ga):
+    """Per-run workspace :data:`NaturalWorkspace`."""
+    N = ga.nq
+    md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
+    return NaturalWorkspace(np.zeros((md, N)), np.zeros((N, md)), np.zeros(N), np.zeros((N, N)),
+                            np.zeros((md, 6)), scratch(ga), np.zeros((N, md)),
+                            np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
+                            np.zeros(N, dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------------------
+# sparse Householder QR of Theta_q (rows and columns permuted once for a small profile)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def sqr_factor(ga, Th, ws, rtol):
+    """Householder QR of the permuted ``Theta_q[rperm][:, cperm]`` (``ga.rperm``,
+    ``ga.cperm``: a fill-reducing column order and rows sorted by their leading column,
+    chosen once by :func:`workbench.formulations.natural.build.build_global`), skipping exact
+    zeros.
+
+    Same arithmetic as :func:`workbench.kernels.linalg.qr_factor` on the permuted matrix: the
+    reflector of
+    column ``k`` has support ``[k, hi[k]]`` (the last row where that column is non-zero
+    at that stage) and only those rows of the later columns are read or written, so the
+    cost is ``sum_k (n - k) (hi[k] - k)`` instead of ``n^3 / 3``; the permutations only
+    change the order of the Householder steps (the least-squares solution is the same up
+    to rounding).  Theta_q has ~5 non-zeros per row in natural coordinates.  Returns the
+    ORIGINAL index of the first column whose diagonal entry is below ``rtol`` times the
+    largest column norm, or -1.
+    """
+    V, beta, Rm, W, hi, rend, cstart = ws.V, ws.beta, ws.Rm, ws.W, ws.hi, ws.rend, ws.cstart
+    mr, n = Th.shape
+    rp, cp = ga.rperm, ga.cperm
+    scale = 0.0
+    for j in range(n):
+        cj = cp[j]
+        wj = W[j]
+        s = 0.0
+        for i in range(mr):
+            x = Th[rp[i], cj]
+            wj[i] = x
+            s += x * x
+        scale = max(scale, np.sqrt(s))
+    if scale == 0.0:
+        scale = 1.0
+    bad = -1
+    for k in range(n):
+        wk = W[k]
+        vk = V[k]
+        hk = k
+        for i in range(mr - 1, k, -1):
+            if wk[i] != 0.0:
+                hk = i
+                break
+        hi[k] = hk
+        nrm = 0.0
+        for i in range(k, hk + 1):
+            nrm += wk[i] * wk[i]
+        nrm = np.sqrt(nrm)
+        alpha = -nrm if wk[k] >= 0.0 else nrm
+        vk[:] = 0.0
+        for i in range(k, hk + 1):
+            vk[i] = wk[i]
+        vk[k] -= alpha
+        vn = 0.0
+        for i in range(k, hk + 1):
+            vn += vk[i] * vk[i]
+        beta[k] = 2.0 / vn if vn > 0.0 else 0.0
+        bk = beta[k]
+        for j in range(k, n):
+            wj = W[j]
+            s = 0.0
+            for i in range(k, hk + 1):
+                s += vk[i] * wj[i]
+            s *= bk
+            if s != 0.0:
+                for i in range(k, hk + 1):
+                    wj[i] -= s * vk[i]
+        if abs(wk[k]) <= rtol * scale and bad < 0:
+            bad = k
+    for i in range(n):
+        rend[i] = i
+        for j in range(n):
+            x = W[j, i] if j >= i else 0.0
+            Rm[i, j] = x
+            if x != 0.0:
+                rend[i] = j
+    for j in range(n):
+        cstart[j] = j
+        for i in range(j):
+            if Rm[i, j] != 0.0:
+                cstart[j] = i
+                break
+    return cp[bad] if bad >= 0 else -1
+
+
+@njit(cache=True)
+def sqr_solve(ga, ws, b, x):
+    """Least-squares solution of ``Theta_q x = b`` from :func:`sqr_factor`."""
+    V, beta, Rm, hi, rend = ws.V, ws.beta, ws.Rm, ws.hi, ws.rend
+    mr = V.shape[1]
+    n = Rm.shape[0]
+    rp, cp = ga.rperm, ga.cperm
+    y = np.empty(mr)
+    for i in range(mr):
+        y[i] = b[rp[i]]
+    for k in range(n):
+        vk = V[k]
+        hk = hi[k]
+        s = 0.0
+        for i in range(k, hk + 1):
+            s += vk[i] * y[i]
+        s *= beta[k]
+        if s != 0.0:
+            for i in range(k, hk + 1):
+                y[i] -= s * vk[i]
+    xp = np.empty(n)
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for j in range(i + 1, rend[i] + 1):
+            s -= Rm[i, j] * xp[j]
+        xp[i] = s / Rm[i, i]
+    for j in range(n):
+        x[cp[j]] = xp[j]
+
+
+@njit(cache=True)
+def sqr_solve_transpose(ga, ws, c, mu):
+    """Minimum-norm solution of ``Theta_q^T mu = c`` (``mu = (Theta_q^+)^T c``) from
+    :func:`sqr_factor` (permuted form of :func:`workbench.kernels.linalg.qr_solve_transpose`)."""
+    V, beta, Rm, hi, cstart = ws.V, ws.beta, ws.Rm, ws.hi, ws.cstart
+    mr = V.shape[1]
+    n = Rm.shape[0]
+    rp, cp = ga.rperm, ga.cperm
+    y = np.zeros(mr)
+    for i in range(n):
+        s = c[cp[i]]
+        for j in range(cstart[i], i):
+            s -= Rm[j, i] * y[j]
+        y[i] = s / Rm[i, i]
+    for k in range(n - 1, -1, -1):
+        vk = V[k]
+        hk = hi[k]
+        s = 0.0
+        for i in range(k, hk + 1):
+            s += vk[i] * y[i]
+        s *= beta[k]
+        if s != 0.0:
+            for i in range(k, hk + 1):
+                y[i] -= s * vk[i]
+    for i in range(mr):
+        mu[rp[i]] = y[i]
+
+
+@njit(cache=True)
+def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
+    """Newton-Raphson on ``Theta(q) = [Phi; h(q) - z^i] = 0`` (seed 001 eq 13) in natural
+    coordinates; the QR factorisation of ``Theta_q`` at the solution is left in ``ws``
+    (reused while the residual contracts 10x per iteration).  Returns (status, it, err, bad)."""
+    Th, J, sc = ws.Th, ws.jets, ws.sc
+    N = q.shape[0]
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    res = np.zeros(m + d)
+    dq = np.zeros(N)
+    z = np.zeros(N)
+    err_prev = np.inf
+    err = 0.0
+    for it in range(maxit + 1):
+        theta_values(ga, ma, p, t, q, aref, sc, J)
+        err = 0.0
+        for k in range(m + d):
+            res[k] = J[k, 0]
+            if k >= m:
+                res[k] -= zi[k - m]
+            err = max(err, abs(res[k]))
+        if not np.isfinite(err):
+            return MR.ST_NONFINITE, it, err, -1
+        if err <= tol:
+            update_aref(ga, ma, p, t, q, aref, sc)
+            return MR.OK, it, err, -1
+        if it == maxit:
+            break
+        if not (reuse and err <= 0.1 * err_prev):
+            theta_jacobian(ga, p, q, aref, sc, Th)
+            bad = sqr_factor(ga, Th, ws, 1e-12)
+            if bad >= 0:
+                return MR.ST_SINGULAR, it, err, bad
+        err_prev = err
+        for k in range(m + d):
+            res[k] = -res[k]
+        sqr_solve(ga, ws, res, dq)
+        for k in range(N):
+            q[k] += dq[k]
+    return MR.ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
+    """Velocity problem (eq 19), particular accelerations (eq 21 with zdd^i = 0) and R
+    (eq 16) at the converged position ``q``.  Returns (status, bad)."""
+    Th, J, sc = ws.Th, ws.jets, ws.sc
+    N = q.shape[0]
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    theta_jacobian(ga, p, q, aref, sc, Th)
+    bad = sqr_factor(ga, Th, ws, 1e-12)
+    if bad >= 0:
+        return MR.ST_SINGULAR, bad
+    z = np.zeros(N)
+    rhs = np.zeros(m + d)
+    theta_va(ga, ma, p, t, q, z, sc, J)
+    for k in range(m):
+        rhs[k] = -J[k, 1]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    sqr_solve(ga, ws, rhs, qd)
+    theta_va(ga, ma, p, t, q, qd, sc, J)
+    for k in range(m + d):
+        rhs[k] = -J[k, 2]
+    sqr_solve(ga, ws, rhs, qddb)
+    col = np.zeros(N)
+    for j in range(d):
+        rhs[:] = 0.0
+        rhs[m + j] = 1.0
+        sqr_solve(ga, ws, rhs, col)
+        for k in range(N):
+            Rphi[k, j] = col[k]
+    return MR.OK, -1
+
+
+# ----------------------------------------------------------------------------------------
+# mass matrix and forces
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _mloc(ga, ma, p, w, b, deriv, Ml, mp):
+    """Local mass matrix ``Mloc`` of body ``b`` (or its field derivative along ``w = dp``)."""
+    D = ga.D
+    m = p[ma.b_mass[b]]
+    o = ma.b_org[b]
+    c = ma.b_com[b]
+    g = np.zeros(3)
+    dg = np.zeros(3)
+    for k in range(3):
+        g[k] = p[o + k] + p[c + k]
+        if deriv:
+            dg[k] = w[o + k] + w[c + k]
+    ki = ma.b_inr[b]
+    src = w if deriv else p
+    I = np.zeros((3, 3))
+    I[0, 0] = src[ki]
+    I[1, 1] = src[ki + 1]
+    I[2, 2] = src[ki + 2]
+    I[0, 1] = I[1, 0] = src[ki + 3]
+    I[0, 2] = I[2, 0] = src[ki + 4]
+    I[1, 2] = I[2, 1] = src[ki + 5]
+    Jc = np.zeros((3, 3))
+    if D == 2:
+        Jc[0, 0] = 0.5 * I[2, 2]
+        Jc[1, 1] = 0.5 * I[2, 2]
+    else:
+        tr = 0.5 * (I[0, 0] + I[1, 1] + I[2, 2])
+        for i in range(3):
+            for j in range(3):
+                Jc[i, j] = (tr if i == j else 0.0) - I[i, j]
+    if not deriv:
+        Ml[0, 0] = m
+        for k in range(D):
+            Ml[0, 1 + k] = m * g[k]
+            Ml[1 + k, 0] = m * g[k]
+            for l in range(D):
+                Ml[1 + k, 1 + l] = m * g[k] * g[l] + Jc[k, l]
+    else:
+        dm = w[ma.b_mass[b]]
+        Ml[0, 0] = dm
+        for k in range(D):
+            Ml[0, 1 + k] = dm * g[k] + m * dg[k]
+            Ml[1 + k, 0] = Ml[0, 1 + k]
+            for l in range(D):
+                Ml[1 + k, 1 + l] = (dm * g[k] * g[l] + m * (dg[k] * g[l] + g[k] * dg[l])
+                                    + Jc[k, l])
+    return m
+
+
+@njit(cache=True)
+def mass_matrix(ga, ma, p, w, deriv, M):
+    """Constant mass matrix ``M = blockdiag(Mloc_b (x) I_D)`` (or ``dM`` along ``w = dp``)."""
+    D = ga.D
+    nqb = ga.nqb
+    M[:, :] = 0.0
+    Ml = np.zeros((D + 1, D + 1))
+    for b in range(ga.nb):
+        _mloc(ga, ma, p, w, b, deriv, Ml, 0)
+        s0 = b * nqb
+        for a in range(D + 1):
+            for c in range(D + 1):
+                for i in range(D):
+                    M[s0 + a * D + i, s0 + c * D + i] = Ml[a, c]
+
+
+@njit(cache=True)
+def angvel_bil(ga, b, c, body, x, y):
+    """Component ``c`` of the angular velocity of body ``b`` as a bilinear form of the
+    natural coordinates ``x = q`` and their rates ``y = qd`` (exact on orthonormal frames,
+    ``e_dot_k = omega x e_k``): global ``omega = 1/2 sum_k e_k x e_dot_k``; body components
+    ``omega . e_x = e_z . e_dot_y`` (cyclic).  Planar: ``omega_z = (e_x x e_dot_x)_z``."""
+    D = ga.D
+    s0 = b * ga.nqb
+    if D == 2:
+        if c != 2:
+            return 0.0
+        return x[s0 + 2] * y[s0 + 3] - x[s0 + 3] * y[s0 + 2]
+    if body:
+        k = (c + 2) % 3
+        l = (c + 1) % 3
+        s = 0.0
+        for i in range(3):
+            s += x[s0 + 3 * (1 + k) + i] * y[s0 + 3 * (1 + l) + i]
+        return s
+    i1 = (c + 1) % 3
+    i2 = (c + 2) % 3
+    s = 0.0
+    for k in range(3):
+        e = s0 + 3 * (1 + k)
+        s += x[e + i1] * y[e + i2] - x[e + i2] * y[e + i1]
+    return 0.5 * s
+
+
+@njit(cache=True)
+def body_vector(ga, b, v, x, out):
+    """``out = sum_k v_k e_k(x)`` (a body-fixed vector with local components ``v``)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        out[i] = 0.0
+        for k in range(D):
+            out[i] += v[k] * x[s0 + (1 + k) * D + i]
+
+
+@njit(cache=True)
+def tire_inputs(ga, ma, p, s, q, qd, c, vc, e, w):
+    """Inputs of the tire law of contact ``s`` (:func:`workbench.forces.tire.tire_force`) from the
+    natural coordinates: wheel centre ``c`` and its velocity ``vc``, global spin axis ``e``,
+    wheel angular velocity ``w`` (global).  Returns the wheel body."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    op_apply(ga, ga.pt_op[k1], q, p, False, True, c)
+    op_apply(ga, ga.pt_op[k1], qd, p, False, False, vc)
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], q, e)
+    for i in range(3):
+        w[i] = angvel_bil(ga, b, i, False, q, qd)
+    return b
+
+
+@njit(cache=True)
+def tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dw, tmp):
+    """Tangents of :func:`tire_inputs` along ``(dq, dqd, dp)``."""
+    k1 = ma.ty_pt[s]
+    b = ma.pt_body[k1]
+    o = ga.pt_op[k1]
+    op_apply(ga, o, dq, p, False, False, dc)
+    op_apply(ga, o, q, dp, True, True, tmp)
+    for i in range(3):
+        dc[i] += tmp[i]
+    op_apply(ga, o, dqd, p, False, False, dvc)
+    op_apply(ga, o, qd, dp, True, False, tmp)
+    for i in range(3):
+        dvc[i] += tmp[i]
+    body_vector(ga, ma.vc_body[ma.ty_vc[s]], ma.vc_val[ma.ty_vc[s]], dq, de)
+    for i in range(3):
+        dw[i] = angvel_bil(ga, b, i, False, dq, qd) + angvel_bil(ga, b, i, False, q, dqd)
+
+
+@njit(cache=True)
+def point_force_power(ga, b, q, P, F, w):
+    """Virtual power ``F . v_P(w)`` of a force ``F`` at the world point ``P`` fixed to body
+    ``b``: ``v_P = w_r + sum_k x_k w_ek`` with ``x_k = (P - r_b) . e_k``."""
+    s0 = b * ga.nqb
+    D = ga.D
+    W = 0.0
+    for i in range(D):
+        W += F[i] * w[s0 + i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            W += xk * F[i] * w[s0 + (1 + k) * D + i]
+    return W
+
+
+@njit(cache=True)
+def point_force_add(ga, b, q, P, F, Q):
+    """``Q += d(F . v_P(w))/dw`` (the generalised force of :func:`point_force_power`)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for i in range(D):
+        Q[s0 + i] += F[i]
+    for k in range(D):
+        xk = 0.0
+        for i in range(D):
+            xk += (P[i] - q[s0 + i]) * q[s0 + (1 + k) * D + i]
+        for i in range(D):
+            Q[s0 + (1 + k) * D + i] += xk * F[i]
+
+
+@njit(cache=True)
+def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
+    """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
+    tangents pushed through :func:`workbench.forces.tire.tire_force_dir`, then the chain rule of
+    :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)."""
+    if ma.ty_pt.shape[0] == 0:
+        return
+    D = ga.D
+    nqb = ga.nqb
+    r0 = ma.rd_fld[0]
+    r1 = r0 + ma.rd_fld[1]
+    road = p[r0:r1]
+    droad = dp[r0:r1]
+    v = np.zeros((13, 3))
+    c, vc, e, om, dc, dvc, de, dom, F, P, dF, dP, tmp = (v[0], v[1], v[2], v[3], v[4], v[5],
+                                                        v[6], v[7], v[8], v[9], v[10],
+                                                        v[11], v[12])
+    for s in range(ma.ty_pt.shape[0]):
+        b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
+        tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
+        o = ma.ty_par[s]
+        TY.tire_force_dir(c, vc, e, om, p[o:o + TY.TY_NPAR], road, dc, dvc, de, dom,
+                          dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        point_force_add(ga, b, q, P, dF, dQ)
+        # d x_k = (dP - dr) . e_k + (P - r) . de_k
+        s0 = b * nqb
+        for k in range(D):
+            dxk = 0.0
+            for i in range(D):
+                e0 = s0 + (1 + k) * D + i
+                dxk += (dP[i] - dq[s0 + i]) * q[e0] + (P[i] - q[s0 + i]) * dq[e0]
+            for i in range(D):
+                dQ[s0 + (1 + k) * D + i] += dxk * F[i]
+
+
+@njit(cache=True)
+def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
+    """``Q(q, qd, t)`` and the potential energy (gravity, springs, joint springs)."""
+    D = ga.D
+    nqb = ga.nqb
+    N = q.shape[0]
+    Q[:] = 0.0
+    V = 0.0
+    grav = ma.gravity
+    for b in range(ga.nb):
+        m = p[ma.b_mass[b]]
+        o = ma.b_org[b]
+        c = ma.b_com[b]
+        s0 = b * nqb
+        for i in range(D):
+            Q[s0 + i] += m * grav[i]
+            x = q[s0 + i]
+            for k in range(D):
+                gk = p[o + k] + p[c + k]
+                Q[s0 + (1 + k) * D + i] += m * gk * grav[i]
+                x += gk * q[s0 + (1 + k) * D + i]
+            V -= m * grav[i] * x
+    x1 = np.zeros(3)
+    x2 = np.zeros(3)
+    v1 = np.zeros(3)
+    v2 = np.zeros(3)
+    F = np.zeros(3)
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        op_apply(ga, o1, q, p, False, True, x1)
+        op_apply(ga, o2, q, p, False, True, x2)
+        op_apply(ga, o1, qd, p, False, False, v1)
+        op_apply(ga, o2, qd, p, False, False, v2)
+        L = 0.0
+        Ld = 0.0
+        for i in range(D):
+            L += (x2[i] - x1[i]) ** 2
+            Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
+        L = np.sqrt(L)
+        if L == 0.0:
+            Q[:] = np.nan
+            return np.nan
+        Ld /= L
+        k = p[ma.sp_k[s]]
+        T = k * (L - p[ma.sp_L0[s]]) + p[ma.sp_c[s]] * Ld
+        V += 0.5 * k * (L - p[ma.sp_L0[s]]) ** 2
+        for i in range(D):
+            F[i] = T * (x2[i] - x1[i]) / L
+        op_grad(ga, p, o1, F, 1.0, Q)
+        op_grad(ga, p, o2, F, -1.0, Q)
+    jet = np.zeros(6)
+    z = np.zeros(N)
+    for s in range(ma.js_coord.shape[0]):
+        sf = ga.jc_sf[ma.js_coord[s]]
+        sf_jet(ga, ma, p, sf, t, q, qd, z, z, z, z, p, False, aref, sc, jet)
+        k = p[ma.js_k[s]]
+        dz = jet[0] - p[ma.js_z0[s]]
+        fs = -k * dz - p[ma.js_c[s]] * jet[1]
+        V += 0.5 * k * dz * dz
+        sf_grad(ga, p, sf, q, aref, sc, fs, Q)
+    for s in range(ma.af_type.shape[0]):
+        # f(t) d with the direction d = p[af_dfld : af_dfld + 3]
+        f, fd, fdd = K.time_function(ma, p, ma.af_tf[s], t)
+        od = ma.af_dfld[s]
+        d0, d1, d2 = p[od], p[od + 1], p[od + 2]
+        if ma.af_type[s] == AF_FORCE:
+            F[0] = f * d0
+            F[1] = f * d1
+            F[2] = f * d2
+            op_grad(ga, p, ga.pt_op[ma.af_idx[s]], F, 1.0, Q)
+        else:
+            s0 = ma.af_idx[s] * nqb
+            for k in range(D):
+                e0 = s0 + (1 + k) * D
+                if D == 2:
+                    Q[e0] += -0.5 * f * d2 * q[e0 + 1]
+                    Q[e0 + 1] += 0.5 * f * d2 * q[e0]
+                else:
+                    Q[e0] += 0.5 * f * (d1 * q[e0 + 2] - d2 * q[e0 + 1])
+                    Q[e0 + 1] += 0.5 * f * (d2 * q[e0] - d0 * q[e0 + 2])
+                    Q[e0 + 2] += 0.5 * f * (d0 * q[e0 + 1] - d1 * q[e0])
+    if ma.ty_pt.shape[0] > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        v = np.zeros((6, 3))
+        for s in range(ma.ty_pt.shape[0]):
+            b = tire_inputs(ga, ma, p, s, q, qd, v[0], v[1], v[2], v[3])
+            o = ma.ty_par[s]
+            TY.tire_force(v[0], v[1], v[2], v[3], p[o:o + TY.TY_NPAR], road, v[4], v[5])
+            point_force_add(ga, b, q, v[5], v[4], Q)
+    return V
+
+
+@njit(cache=True)
+def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
+    """``dQ`` = tangent of the generalised forces ``Q(q, qd, rho)`` of
+    :func:`generalized_forces` along ``(dq, dqd, dp)`` (so ``d(Q . w) = dQ . w`` for a
+    fixed ``w``: one pass per direction serves every projection)."""
+    D = ga.D
+    nqb = ga.nqb
+    dQ[:] = 0.0
+    grav = ma.gravity
+    for b in range(ga.nb):
+        m = p[ma.b_mass[b]]
+        dm = dp[ma.b_mass[b]]
+        o = ma.b_org[b]
+        c = ma.b_com[b]
+        s0 = b * nqb
+        for i in range(D):
+            dQ[s0 + i] += dm * grav[i]
+            for k in range(D):
+                dQ[s0 + (1 + k) * D + i] += (dm * (p[o + k] + p[c + k])
+                                             + m * (dp[o + k] + dp[c + k])) * grav[i]
+    v = np.zeros((21, 3))
+    x1, x2, v1, v2, tmp, dx, dv, F, dF = v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
+    V = v[9:21]
+    z = np.zeros(q.shape[0])
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        op_apply(ga, o1, q, p, False, True, x1)
+        op_apply(ga, o2, q, p, False, True, x2)
+        op_apply(ga, o1, qd, p, False, False, v1)
+        op_apply(ga, o2, qd, p, False, False, v2)
+        for i in range(D):
+            x2[i] -= x1[i]
+            v2[i] -= v1[i]
+        # tangents of x = x2 - x1, v = v2 - v1
+        op_apply(ga, o2, dq, p, False, False, dx)
+        op_apply(ga, o1, dq, p, False, False, tmp)
+        for i in range(D):
+            dx[i] -= tmp[i]
+        op_apply(ga, o2, q, dp, True, True, tmp)
+        for i in range(D):
+            dx[i] += tmp[i]
+        op_apply(ga, o1, q, dp, True, True, tmp)
+        for i in range(D):
+            dx[i] -= tmp[i]
+        op_apply(ga, o2, dqd, p, False, False, dv)
+        op_apply(ga, o1, dqd, p, False, False, tmp)
+        for i in range(D):
+            dv[i] -= tmp[i]
+        op_apply(ga, o2, qd, dp, True, False, tmp)
+        for i in range(D):
+            dv[i] += tmp[i]
+        op_apply(ga, o1, qd, dp, True, False, tmp)
+        for i in range(D):
+            dv[i] -= tmp[i]
+        L = np.sqrt(_dot(x2, x2, D))
+        Ld = _dot(x2, v2, D) / L
+        dL = _dot(x2, dx, D) / L
+        dLd = (_dot(dx, v2, D) + _dot(x2, dv, D)) / L - Ld * dL / L
+        k = p[ma.sp_k[s]]
+        cc = p[ma.sp_c[s]]
+        L0 = p[ma.sp_L0[s]]
+        T = k * (L - L0) + cc * Ld
+        dT = (dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld
+              + cc * dLd)
+        for i in range(D):
+            F[i] = T * x2[i] / L
+            dF[i] = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
+        # Q = op_grad(o1, F) - op_grad(o2, F)
+        op_grad(ga, p, o1, dF, 1.0, dQ)
+        op_grad(ga, p, o2, dF, -1.0, dQ)
+        op_grad_w(ga, dp, o1, F, 1.0, dQ, True)
+        op_grad_w(ga, dp, o2, F, -1.0, dQ, True)
+    jet = np.zeros(6)
+    for s in range(ma.js_coord.shape[0]):
+        sf = ga.jc_sf[ma.js_coord[s]]
+        sf_jet(ga, ma, p, sf, t, q, qd, z, dq, dqd, z, dp, True, aref, sc, jet)
+        k = p[ma.js_k[s]]
+        cc = p[ma.js_c[s]]
+        dz = jet[0] - p[ma.js_z0[s]]
+        fs = -k * dz - cc * jet[1]
+        dfs = (-dp[ma.js_k[s]] * dz - k * (jet[3] - dp[ma.js_z0[s]]) - dp[ma.js_c[s]] * jet[1]
+               - cc * jet[4])
+        # Q = fs grad h
+        sf_grad(ga, p, sf, q, aref, sc, dfs, dQ)
+        sf_grad_t(ga, p, sf, q, dq, dp, V, fs, dQ)
+    for s in range(ma.af_type.shape[0]):
+        # F = f(t; p) d(p): dF = df d + f dd (df: the coefficients' direction,
+        # :func:`_kernels.time_function_t`; dd: dp of the direction fields)
+        f, fd, fdd = K.time_function(ma, p, ma.af_tf[s], t)
+        df, dfd, dfdd = K.time_function_t(ma, p, dp, ma.af_tf[s], t)
+        od = ma.af_dfld[s]
+        d = p[od:od + 3]
+        for i in range(3):
+            dF[i] = df * p[od + i] + f * dp[od + i]
+        if ma.af_type[s] == AF_FORCE:
+            for i in range(3):
+                F[i] = f * d[i]
+            # Q = P_q^T F: the point operand's field tangent with F, and dF
+            op_grad_w(ga, dp, ga.pt_op[ma.af_idx[s]], F, 1.0, dQ, True)
+            op_grad(ga, p, ga.pt_op[ma.af_idx[s]], dF, 1.0, dQ)
+        else:
+            # Q_ek = 1/2 (f d) x e_k (virtual power of the torque): tangent along dq with
+            # f d, plus the same with dF along q
+            s0 = ma.af_idx[s] * nqb
+            for k in range(D):
+                e0 = s0 + (1 + k) * D
+                if D == 2:
+                    dQ[e0] += -0.5 * f * d[2] * dq[e0 + 1] - 0.5 * dF[2] * q[e0 + 1]
+                    dQ[e0 + 1] += 0.5 * f * d[2] * dq[e0] + 0.5 * dF[2] * q[e0]
+                else:
+                    dQ[e0] += (0.5 * f * (d[1] * dq[e0 + 2] - d[2] * dq[e0 + 1])
+                               + 0.5 * (dF[1] * q[e0 + 2] - dF[2] * q[e0 + 1]))
+                    dQ[e0 + 1] += (0.5 * f * (d[2] * dq[e0] - d[0] * dq[e0 + 2])
+                                   + 0.5 * (dF[2] * q[e0] - dF[0] * q[e0 + 2]))
+                    dQ[e0 + 2] += (0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
+                                   + 0.5 * (dF[0] * q[e0 + 1] - dF[1] * q[e0]))
+    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
+
+
+@njit(cache=True)
+def zero_length_spring(ga, ma, p, q):
+    x1 = np.zeros(3)
+    x2 = np.zeros(3)
+    for s in range(ma.sp_pt.shape[0]):
+        op_apply(ga, ga.pt_op[ma.sp_pt[s, 0]], q, p, False, True, x1)
+        op_apply(ga, ga.pt_op[ma.sp_pt[s, 1]], q, p, False, True, x2)
+        if _dot(x2 - x1, x2 - x1, ga.D) == 0.0:
+            return s
+    return -1
+
+
+# ----------------------------------------------------------------------------------------
+# relative coordinates from the natural coordinates (output) and the integrator
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def relative_coordinates(ga, ma, p, t, q, qd, qdd, aref, sc, z, zd, zdd):
+    """``z, zd, zdd`` of every relative coordinate that has a joint-coordinate function
+    (revolute/prismatic joints); NaN for the others (multi-axis joints)."""
+    jet = np.zeros(6)
+    zero = np.zeros(q.shape[0])
+    for c in range(z.shape[0]):
+        s = ga.jc_sf[c]
+        if s < 0:
+            z[c] = np.nan
+            zd[c] = np.nan
+            zdd[c] = np.nan
+            continue
+        sf_jet(ga, ma, p, s, t, q, qd, qdd, zero, zero, zero, p, False, aref, sc, jet)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            jet[0] += f
+            jet[1] += fd
+            jet[2] += fdd
+        z[c] = jet[0]
+        zd[c] = jet[1]
+        zdd[c] = jet[2]
+
+
+@njit(cache=True)
+def record_row(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conservative, M, aref,
+            T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+            VVIOL_out, IT_out, E_out, AREF_out):
+    J, sc = ws.jets, ws.sc
+    T_out[k] = t
+    AREF_out[k] = aref
+    Q_out[k] = q
+    ZI_out[k] = zi
+    ZDI_out[k] = zdi
+    ZDDI_out[k] = a
+    relative_coordinates(ga, ma, p, t, q, qd, qdd, aref, sc, Z_out[k], ZD_out[k], ZDD_out[k])
+    zero = np.zeros(q.shape[0])
+    theta_jets(ga, ma, p, t, q, qd, qdd, zero, zero, zero, p, False, aref, sc, J)
+    m = ga.phi_sf.shape[0]
+    v0 = 0.0
+    v1 = 0.0
+    for i in range(m):
+        v0 = max(v0, abs(J[i, 0]))
+        v1 = max(v1, abs(J[i, 1]))
+    VIOL_out[k] = v0
+    VVIOL_out[k] = v1
+    IT_out[k] = iters
+    if conservative:
+        E_out[k] = 0.5 * (qd @ (M @ qd)) + Vpot
+
+

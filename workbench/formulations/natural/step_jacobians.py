@@ -1,0 +1,275 @@
+"""Exact step Jacobians and sensitivity sweeps of the GLOBAL formulation (issue 6).
+
+:func:`step_jacobians_g` returns at one converged state of the natural-coordinate model
+the same objects as :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians` (``K
+= dr/dZ``, ``C = dr/dV``, ``Mbar =
+R^T M R``, ``P = dr/drho`` and the measure derivatives), for the residual
+``r = R^T (M qdd - Q)`` (seed 001 eq 28-29 in natural coordinates).  As in the
+semi-recursive kernel, the derivatives follow from the implicit derivatives of the
+position, velocity and acceleration problems (eqs 32-38, here ``Theta_q dq = ...`` with the
+jets of :mod:`workbench.formulations.natural.kernels`) and of ``R`` (eqs 56-57: ``dR^T tau =
+-(dTheta_q R)^T mu`` with
+``mu = Theta_q^+T tau``).  ``M`` is constant in ``q`` (natural coordinates), so only its
+parameter derivative appears; ``Q`` enters through its virtual power ``Q . R_j``.
+
+:func:`direct_sweep_g` / :func:`adjoint_sweep_g` are the sweeps of
+:mod:`workbench.formulations.semirecursive.step_jacobians` (copied
+verbatim, with the step-Jacobian call replaced): the states ``ZZ`` are the natural
+coordinates ``q`` and ``AREF`` the angle-branch references of every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from workbench.formulations.natural import kernels as G
+from workbench.formulations.semirecursive import matrixr as MR
+
+MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
+
+
+@njit(cache=True)
+def measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, ms_type, ms_a,
+               ms_c, out, dout):
+    """Objective measures (``out``) and their tangents (``dout``) in natural coordinates:
+    point position/velocity/acceleration components (linear in q, qd, qdd), body angular
+    velocities (bilinear in q, qd) and joint coordinates with their rates (the
+    joint-coordinate jets)."""
+    Jp = sc[1]
+    tmp = sc[2, 0]
+    jet = np.zeros(6)
+    for k in range(ms_type.shape[0]):
+        typ = ms_type[k]
+        i = ms_a[k]
+        c = ms_c[k]
+        if typ <= MS_ACC:
+            G.op_jet(ga, p, ga.pt_op[i], q, qd, qdd, dq, dqd, dqdd, dp, tang, Jp, tmp)
+            lv = typ - MS_POS
+            out[k] = Jp[lv, c]
+            dout[k] = Jp[3 + lv, c] if tang else 0.0
+        elif typ == MS_ANGVEL or typ == MS_ANGVEL_BODY:
+            # bilinear in (q, qd): the tangent is w(dq, qd) + w(q, dqd)
+            body = typ == MS_ANGVEL_BODY
+            out[k] = G.angvel_bil(ga, i, c, body, q, qd)
+            dout[k] = (G.angvel_bil(ga, i, c, body, dq, qd) + G.angvel_bil(ga, i, c, body, q, dqd)
+                       if tang else 0.0)
+        else:
+            s = ga.jc_sf[i]
+            G.sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, jet)
+            lv = typ - MS_COORD
+            tf = ga.sf_tf[s]
+            if tf >= 0:
+                f, fd, fdd = G.K.time_function(ma, p, tf, t)
+                jet[0] += f
+                jet[1] += fd
+                jet[2] += fdd
+                if tang:
+                    df, dfd, dfdd = G.K.time_function_t(ma, p, dp, tf, t)
+                    jet[3] += df
+                    jet[4] += dfd
+                    jet[5] += dfdd
+            out[k] = jet[lv]
+            dout[k] = jet[3 + lv] if tang else 0.0
+
+
+@njit(cache=True)
+def _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q):
+    """Velocity, acceleration, R and ``tau = M qdd - Q`` at a converged position ``q``."""
+    N = q.shape[0]
+    qddb = np.zeros(N)
+    st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, R, aref, ws)
+    if st != MR.OK:
+        return st
+    qdd[:] = qddb + R @ a
+    G.generalized_forces(ga, ma, p, t, q, qd, aref, ws.sc, Q)
+    tau[:] = M @ qdd - Q
+    return MR.OK
+
+
+@njit(cache=True)
+def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
+                     Jr, Mbar, Jm, mval):
+    """Exact partial derivatives of the step residual and of the measures at one state of
+    the global formulation; same outputs and layout as
+    :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians`.
+    Returns a status code."""
+    N = q.shape[0]
+    d = zi.shape[0]
+    m = ga.phi_sf.shape[0]
+    npar = Gm.shape[1]
+    nfield = p.shape[0]
+    nm = ms_type.shape[0]
+    ws = G.make_ws(ga)
+    J, sc = ws.jets, ws.sc
+    qd = np.zeros(N)
+    qdd = np.zeros(N)
+    R = np.zeros((N, d))
+    tau = np.zeros(N)
+    Q = np.zeros(N)
+    M = np.zeros((N, N))
+    dM = np.zeros((N, N))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    st = _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q)
+    if st != MR.OK:
+        return st
+    Mbar[:, :] = R.T @ (M @ R)
+    zero = np.zeros(N)
+    zp = np.zeros(nfield)
+    dmv = np.zeros(nm)
+    measures_g(ga, ma, p, t, q, qd, qdd, zero, zero, zero, zp, False, aref, sc, ms_type, ms_a,
+               ms_c, mval, dmv)
+    mu = np.zeros(m + d)
+    G.sqr_solve_transpose(ga, ws, tau, mu)
+    RjT = np.ascontiguousarray(R.T)
+    dp = np.zeros(nfield)
+    dq = np.zeros(N)
+    dqd = np.zeros(N)
+    dqdd = np.zeros(N)
+    rhs = np.zeros(m + d)
+    dQ = np.zeros(N)
+    dTm = np.zeros(N)
+    Vs = np.zeros((12, 3))
+    ncol = 2 * d + npar
+    nop = ga.op_ptr.shape[0] - 1
+    OB = np.zeros((nop, 3, 3))
+    OD = np.zeros((nop, 3, 3))
+    tmp3 = np.zeros(3)
+    tg = np.zeros(m + d)
+    G.operand_base(ga, p, q, qd, qdd, OB)
+    for col in range(ncol + d):
+        has_p = 2 * d <= col < ncol
+        if has_p:
+            for i in range(nfield):
+                dp[i] = Gm[i, col - 2 * d]
+        else:
+            dp[:] = 0.0
+        # operand tangents (cached base values OB; theta_tangents = the tangent entries of
+        # theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
+        G.operand_dir(ga, p, zero, q, dp, has_p, True, OD, 0, tmp3)
+        G.operand_dir(ga, p, zero, qd, dp, has_p, False, OD, 1, tmp3)
+        G.operand_dir(ga, p, zero, qdd, dp, has_p, False, OD, 2, tmp3)
+        # position level: Theta_q dq = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
+        dq[:] = 0.0
+        if col < d:
+            for k in range(N):
+                dq[k] = R[k, col]
+        elif has_p:
+            G.theta_tangents(ga, p, dp, has_p, OB, OD, 0, tg)
+            G.drive_tangents(ga, ma, p, dp, t, 0, tg)
+            for k in range(m + d):
+                rhs[k] = -tg[k]
+            G.sqr_solve(ga, ws, rhs, dq)
+        # velocity level (eqs 32b, 37b)
+        G.operand_dir(ga, p, dq, q, dp, has_p, True, OD, 0, tmp3)
+        G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
+        if has_p:
+            G.drive_tangents(ga, ma, p, dp, t, 1, tg)
+        for k in range(m + d):
+            rhs[k] = -tg[k]
+        if d <= col < 2 * d:
+            rhs[m + col - d] += 1.0
+        G.sqr_solve(ga, ws, rhs, dqd)
+        # acceleration level (eqs 32c, 37c)
+        G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
+        G.theta_tangents(ga, p, dp, has_p, OB, OD, 2, tg)
+        if has_p:
+            G.drive_tangents(ga, ma, p, dp, t, 2, tg)
+        for k in range(m + d):
+            rhs[k] = -tg[k]
+        if col >= ncol:
+            rhs[m + col - ncol] += 1.0
+        G.sqr_solve(ga, ws, rhs, dqdd)
+        measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type, ms_a,
+                   ms_c, mval, dmv)
+        jc = col if col < 2 * d else (col + d if has_p else col - npar)
+        for k in range(nm):
+            Jm[k, jc] = dmv[k]
+        if col >= ncol:
+            continue
+        # residual: dr_j = R_j . d(M qdd) - d(Q . R_j) - (dTheta_q R_j) . mu  (eqs 53-57)
+        dtm = M @ dqdd
+        if has_p:
+            G.mass_matrix(ga, ma, p, dp, True, dM)
+            dtm += dM @ qdd
+        G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
+        G.theta_grad_t(ga, p, q, dq, dp, mu, Vs, dTm)
+        for k in range(N):
+            dtm[k] -= dQ[k] + dTm[k]
+        for j in range(d):
+            Rj = RjT[j]
+            s = 0.0
+            for k in range(N):
+                s += Rj[k] * dtm[k]
+            Jr[j, col] = s
+    return MR.OK
+
+
+@njit(cache=True)
+def measure_history_g(ga, ma, p, AREF, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
+    """Measures along a stored global trajectory (``ZZ`` = natural coordinates)."""
+    N = TT.shape[0]
+    n = ZZ.shape[1]
+    d = ZI.shape[1]
+    ws = G.make_ws(ga)
+    qd = np.zeros(n)
+    qdd = np.zeros(n)
+    R = np.zeros((n, d))
+    tau = np.zeros(n)
+    Q = np.zeros(n)
+    M = np.zeros((n, n))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    zero = np.zeros(n)
+    zp = np.zeros(p.shape[0])
+    dmv = np.zeros(ms_type.shape[0])
+    for k in range(N):
+        q = ZZ[k].copy()
+        aref = AREF[k].copy()
+        G.theta_jacobian(ga, p, q, aref, ws.sc, ws.Th)
+        st = _state(ga, ma, p, TT[k], ZDI[k], AA[k], q, aref, ws, qd, qdd, R, tau, M, Q)
+        if st != MR.OK:
+            return st, k
+        measures_g(ga, ma, p, TT[k], q, qd, qdd, zero, zero, zero, zp, False, aref, ws.sc,
+                   ms_type, ms_a, ms_c, MV[k], dmv)
+    return MR.OK, N
+
+
+# ----------------------------------------------------------------------------------------
+# sweeps (verbatim copies of workbench.sensitivities.sweeps.direct_sweep / adjoint_sweep on the
+# global Jacobians)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def evaluate_g(ga, ma, p, t, zi, zdi, a, q, aref, ms_type, ms_a, ms_c, pos_tol, pos_maxit):
+    """Step residual ``r = R^T (M qdd - Q)`` and measures at ``(t, z^i, zd^i, zdd^i = a)``
+    (position problem solved from the guess ``q``): the discrete function whose exact
+    derivatives :func:`step_jacobians_g` returns (used by the tests).  Returns
+    (status, r, measures)."""
+    N = q.shape[0]
+    d = zi.shape[0]
+    ws = G.make_ws(ga)
+    qq = q.copy()
+    ar = aref.copy()
+    r = np.zeros(d)
+    mv = np.zeros(ms_type.shape[0])
+    st, it, err, bad = G.solve_position(ga, ma, p, t, zi, qq, ar, ws, pos_tol, pos_maxit,
+                                        False)
+    if st != MR.OK:
+        return st, r, mv
+    qd = np.zeros(N)
+    qdd = np.zeros(N)
+    R = np.zeros((N, d))
+    tau = np.zeros(N)
+    Q = np.zeros(N)
+    M = np.zeros((N, N))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    st = _state(ga, ma, p, t, zdi, a, qq, ar, ws, qd, qdd, R, tau, M, Q)
+    if st != MR.OK:
+        return st, r, mv
+    r[:] = R.T @ tau
+    zero = np.zeros(N)
+    dmv = np.zeros(ms_type.shape[0])
+    measures_g(ga, ma, p, t, qq, qd, qdd, zero, zero, zero, p, False, ar, ws.sc, ms_type,
+               ms_a, ms_c, mv, dmv)
+    return MR.OK, r, mv

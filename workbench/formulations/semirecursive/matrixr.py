@@ -1,0 +1,633 @@
+"""Numba kernels of the Matrix-R projection and the implicit trapezoidal integrator.
+
+Seed 001 §2.2-2.3: the position problem ``Theta(z) = [Phi(z); h(z) - z^i] = 0`` (eqs 10-13)
+is solved by Newton-Raphson, the velocity and acceleration problems (eqs 19, 21) by the
+same leading matrix ``Theta_z = [Phi_z; B]``; ``[S R] = Theta_z^+`` (eqs 16-17, least
+squares so that redundant constraints are allowed) and the equations of motion (eq 29)
+
+    (R^T M^d R) zdd^i = R^T (Q^d - M^d (S c - R Bdot zd)).
+
+Here the right-hand side is obtained from one inverse-dynamics evaluation with the
+particular accelerations ``zdd_b = S c - R Bdot zd`` (the ``zdd^i = 0`` solution of eq 21):
+``R^T tau(z, zd, zdd_b) = -(R^T Q^d - R^T M^d zdd_b)``.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from workbench.forces import tire as TY
+from workbench.kernels import layout as AR
+from workbench.kernels import tree as K
+from workbench.kernels.linalg import maxabs, projected_matrix, qr_factor, qr_solve
+# the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
+from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
+                                      ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
+
+# stack temporaries of constant shape (no allocation in the hot kernels)
+_S3 = AR.scratch(3)
+_S3x3 = AR.scratch(3, 3)
+_S64 = AR.scratch(64)
+_S256 = AR.scratch(256)
+
+
+# Near-singular configurations.  rho = sigma_min / sigma_max of the leading matrix
+# Theta_z = [Phi_z; B] (estimated by :func:`sigma_ratio`, within a small factor).
+# * SING_SKIP: the projected accelerations at a node with rho < SING_SKIP carry rounding
+#   noise that grows like u / rho^2 or faster (u = 1.1e-16; measured on the N = 40
+#   N-four-bar: relative noise 3e-6 at rho = 2e-5, 3e-3 at rho = 2e-6), and each noisy node
+#   changes the energy permanently.  Such a node is skipped: the trapezoidal step is merged
+#   with the next one (at most trapezoidal.MAX_SPAN output intervals), the skipped output rows are
+#   interpolated.
+#   Only nodes where the constraints themselves degenerate are skipped (a bifurcation
+#   such as the N-four-bar's aligned position, where R stays bounded): the near-null
+#   direction v must leave the DOF rows almost unchanged, |B v| < SING_DOF_SHARE |Theta_z v|
+#   (see :func:`dof_share`; measured: 1e-5..4e-3 on the N-four-bar, 0.7 at a dead point of
+#   a slider-crank with the slider as DOF, where R grows like 1/sigma and the DOF do not
+#   determine the motion: such a node is never stepped over).
+# * SING_DIAG: a step that fails with every sub-step retry, starting from a state with
+#   rho < SING_DIAG, is reported as a singular configuration (ST_NEAR_SINGULAR) rather than
+#   as a Newton/position failure: the degrees of freedom no longer determine the motion
+#   (e.g. a dead point, where a step ending within h of the singularity fails).
+SING_SKIP = 3e-5
+SING_DOF_SHARE = 0.1
+SING_DIAG = 1e-3
+
+from workbench.formulations.interface import FORM_COM  # noqa: E402,F401  (codes of this family)
+from workbench.formulations.interface import FORM_ORIGIN
+
+# ----------------------------------------------------------------------------------------
+# dense least squares (Householder QR), small sizes
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def dof_share(Th, m, v):
+    """``|B v| / |Theta_z v|`` for ``Theta_z = [Phi_z; B]`` (``m`` constraint rows): near 0
+    when the near-null direction ``v`` is one the constraints hardly resist (their Jacobian
+    degenerates: a bifurcation, the DOF still determine the motion), of order 1 when ``v``
+    is a motion the constraints allow and the DOF barely measure (a dead point of the
+    chosen DOF)."""
+    rows = Th.shape[0]
+    n = Th.shape[1]
+    sb = 0.0
+    sa = 0.0
+    for i in range(rows):
+        s = 0.0
+        for j in range(n):
+            s += Th[i, j] * v[j]
+        sa += s * s
+        if i >= m:
+            sb += s * s
+    if sa == 0.0:
+        return 1.0
+    return np.sqrt(sb / sa)
+
+
+# ----------------------------------------------------------------------------------------
+# workspace
+# ----------------------------------------------------------------------------------------
+
+
+#: The per-run work arrays of the semi-recursive kernels (one named field each; ``nf``
+#: frames, ``nb`` bodies, ``n`` joint coordinates, ``m`` constraints, ``d`` DOF):
+#: frame kinematics ``A`` (nf x 3 x 3 rotations), ``r`` (origins), ``u`` (joint axes),
+#: ``bcol`` (joint columns, nf x 6), ``Z``/``Zd`` (frame velocities/accelerations, nf x 6);
+#: the leading matrix ``Th`` = Theta_z = [Phi_z; B] ((m + d) x n) and its Householder QR
+#: ``V``, ``beta``, ``Rm``; constraint values ``phi`` (m) and DOF values ``h``, ``hd``,
+#: ``hdd`` (d); applied forces ``fb``/``nb`` (body forces and moments, nb x 3) and joint
+#: forces ``Qj`` (n); the position problem's residual ``pos_res`` and correction ``pos_dz``,
+#: a zero n-vector ``zero_n``; the velocity problem's right-hand side ``vel_rhs`` and
+#: solution column ``vel_col``; the SR-I (centre of mass) terms ``P`` (reference points),
+#: ``bv`` (columns), ``Vc``/``Vdc`` (velocities/accelerations); ``zddb`` (the particular
+#: accelerations of a state, used by the step Jacobians).
+Workspace = namedtuple("Workspace", ["A", "r", "u", "bcol", "Z", "Zd", "Th", "V", "beta", "Rm",
+                                     "phi", "h", "hd", "hdd", "fb", "nb", "Qj", "pos_res",
+                                     "pos_dz", "zero_n", "vel_rhs", "vel_col", "P", "bv", "Vc",
+                                     "Vdc", "zddb"])
+
+
+@njit(cache=True)
+def make_workspace(ma, n):
+    """The per-run kinematic workspace :data:`Workspace` of the semi-recursive kernels."""
+    nf = ma.fr_parent.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    nb = ma.b_frame.shape[0]
+    return Workspace(
+        np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 6)),
+        np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((m + d, n)), np.zeros((n, m + d)),
+        np.zeros(n), np.zeros((n, n)), np.zeros(m), np.zeros(d), np.zeros(d), np.zeros(d),
+        np.zeros((nb, 3)), np.zeros((nb, 3)), np.zeros(n),
+        np.zeros(m + d), np.zeros(n), np.zeros(n),
+        np.zeros(m + d), np.zeros(n),
+        np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6)),
+        np.zeros(n))
+
+
+# The converged state of an output row, kept by the integrator for the sensitivity sweeps
+# (``store`` of :func:`workbench.integrators.trapezoidal.integrate_semirecursive`): a flag (1: the
+# row holds the state), the
+# full rates, accelerations and ``tau``, ``R^Phi``, the frame kinematics, the QR factors of
+# ``Theta_z``, the applied forces and the SR-I reference-point terms, i.e. everything the
+# step Jacobians (:func:`workbench.formulations.semirecursive.step_jacobians.jacobian_rows`) would
+# otherwise re-evaluate (position
+# and velocity problems, inverse dynamics) at that state.  Laid out by :func:`_copy_state`.
+
+
+@njit(cache=True)
+def state_record_size(ma, n):
+    """Floats per row of the stored converged states (flag included): the layout of
+    :func:`_copy_state`, counted by it."""
+    ws = make_workspace(ma, n)
+    v = np.zeros(n)
+    return _copy_state(v[:0], ws, v, v, v, np.zeros((n, ma.dof_type.shape[0])), 0)
+
+
+@njit(cache=True, inline="always")
+def _copy_state(row, ws, zd, zdd, tau, Rphi, out):
+    """Copy between ``row`` and the arrays of a state (``out`` 1: into the row, -1: from
+    it, 0: only count), in one fixed layout after the flag (explicit loops: no views are
+    made).  Returns the row length."""
+    o = 1
+    o = _cp1(row, o, zd, out)
+    o = _cp1(row, o, zdd, out)
+    o = _cp1(row, o, tau, out)
+    o = _cp1(row, o, ws.beta, out)        # beta
+    o = _cp1(row, o, ws.Qj, out)       # Qj
+    o = _cp2(row, o, Rphi, out)
+    o = _cp2(row, o, ws.V, out)        # V
+    o = _cp2(row, o, ws.Rm, out)        # Rm
+    o = _cp3(row, o, ws.A, out)        # A
+    o = _cp2(row, o, ws.r, out)        # r, u, SR-I reference points (nf x 3)
+    o = _cp2(row, o, ws.u, out)
+    o = _cp2(row, o, ws.P, out)
+    o = _cp2(row, o, ws.bcol, out)        # bcol, Z, Zd, SR-I columns, velocities (nf x 6)
+    o = _cp2(row, o, ws.Z, out)
+    o = _cp2(row, o, ws.Zd, out)
+    o = _cp2(row, o, ws.bv, out)
+    o = _cp2(row, o, ws.Vc, out)
+    o = _cp2(row, o, ws.Vdc, out)
+    o = _cp2(row, o, ws.fb, out)       # fb
+    o = _cp2(row, o, ws.nb, out)       # nb
+    return o
+
+
+@njit(cache=True, inline="always")
+def _cp1(row, o, a, out):
+    n0 = a.shape[0]
+    if out > 0:
+        for i in range(n0):
+            row[o + i] = a[i]
+    elif out < 0:
+        for i in range(n0):
+            a[i] = row[o + i]
+    return o + n0
+
+
+@njit(cache=True, inline="always")
+def _cp2(row, o, a, out):
+    n0, n1 = a.shape[0], a.shape[1]
+    if out > 0:
+        for i in range(n0):
+            for j in range(n1):
+                row[o + i * n1 + j] = a[i, j]
+    elif out < 0:
+        for i in range(n0):
+            for j in range(n1):
+                a[i, j] = row[o + i * n1 + j]
+    return o + n0 * n1
+
+
+@njit(cache=True, inline="always")
+def _cp3(row, o, a, out):
+    for i in range(a.shape[0]):
+        o = _cp2(row, o, a[i], out)
+    return o
+
+
+@njit(cache=True)
+def store_state(ws, zd, zdd, tau, Rphi, row):
+    """Copy the converged state (see above) into ``row`` and flag it."""
+    _copy_state(row, ws, zd, zdd, tau, Rphi, 1)
+    row[0] = 1.0
+
+
+@njit(cache=True, inline="always")
+def load_state(row, ws, zd, zdd, tau, Rphi):
+    """Restore a state kept by :func:`store_state` into the work arrays; returns False
+    (nothing changed) when ``row`` holds none."""
+    if row.shape[0] == 0 or row[0] == 0.0:
+        return False
+    _copy_state(row, ws, zd, zdd, tau, Rphi, -1)
+    return True
+
+
+# ----------------------------------------------------------------------------------------
+# kinematic problems
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def leading_matrix(ma, p, ws):
+    """The leading matrix ``Theta_z = [Phi_z; B]`` (seed 001 eqs 12, 16) into ``ws.Th`` at
+    the position kinematics ``ws.A, ws.r, ws.u`` (the joint columns ``ws.bcol`` are formed
+    here): the one place it is assembled."""
+    m = ma.c_type.shape[0]
+    n = ws.Th.shape[1]
+    K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+    K.constraint_jacobian(ma, p, ws.A, ws.r, ws.bcol, n, ws.Th[:m])
+    K.dof_jacobian(ma, p, ws.A, ws.r, ws.bcol, n, ws.Th[m:])
+
+
+@njit(cache=True)
+def factor_theta(ma, p, z, ws):
+    """Position kinematics at ``z`` and the QR factorisation of ``Theta_z = [Phi_z; B]``
+    left in ``ws``.  Returns the first rank-deficient column or -1."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.Th, ws.V,
+            ws.beta, ws.Rm)
+    n = z.shape[0]
+    m = ma.c_type.shape[0]
+    K.frame_positions(ma, p, z, A, r, u)
+    leading_matrix(ma, p, ws)
+    return qr_factor(Th, V, beta, Rm, 1e-12)
+
+
+@njit(cache=True)
+def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
+    """Newton-Raphson on ``Theta(z) = [Phi; h(z) - z^i] = 0`` (seed 001 eqs 10-13).
+
+    With ``reuse`` the factorisation of ``Theta_z`` left in ``ws`` by the previous solve
+    (at a nearby configuration) is used as long as the residual contracts by at least a
+    factor 10 per iteration (a simplified Newton iteration); otherwise ``Theta_z`` is
+    re-evaluated.  Returns (status, iterations, residual, bad column).  On return with
+    status OK the position kinematics in ``ws`` correspond to the final ``z``.
+    """
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
+            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    n = z.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    res = ws.pos_res
+    dz = ws.pos_dz
+    zero = ws.zero_n
+    Z[:, :] = 0.0
+    Zd[:, :] = 0.0
+    err = 0.0
+    err_prev = np.inf
+    for it in range(maxit + 1):
+        K.frame_positions(ma, p, z, A, r, u)
+        K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
+        K.dof_values(ma, p, A, r, Z, Zd, z, zero, zero, h, hd, hdd)
+        err = 0.0
+        for k in range(m):
+            res[k] = phi[k]
+            err = max(err, abs(phi[k]))
+        for k in range(d):
+            res[m + k] = h[k] - zi[k]
+            err = max(err, abs(res[m + k]))
+        if not np.isfinite(err):
+            return ST_NONFINITE, it, err, -1
+        if err <= tol:
+            return OK, it, err, -1
+        if it == maxit:
+            break
+        if not (reuse and err <= 0.1 * err_prev):
+            leading_matrix(ma, p, ws)
+            bad = qr_factor(Th, V, beta, Rm, 1e-12)
+            if bad >= 0:
+                return ST_SINGULAR, it, err, bad
+        err_prev = err
+        for k in range(m + d):
+            res[k] = -res[k]
+        qr_solve(V, beta, Rm, res, dz)
+        for k in range(n):
+            z[k] += dz[k]
+    return ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws):
+    """Velocity problem (eq 19), particular accelerations ``S c - R Bdot zd`` (eq 21 with
+    ``zdd^i = 0``) and ``R^Phi`` (eq 16) at the converged position in ``ws``.
+
+    Returns (status, bad column)."""
+    st, bad = factor_r(ma, p, z, Rphi, ws)
+    if st != OK:
+        return st, bad
+    velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+    return OK, -1
+
+
+@njit(cache=True)
+def factor_r(ma, p, z, Rphi, ws):
+    """Householder QR of ``Theta_z = [Phi_z; B]`` at the position kinematics in ``ws`` and
+    ``R^Phi`` = the last ``d`` columns of ``Theta_z^{-1}`` (seed 001 eq 16).
+
+    Returns (status, bad column)."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.Th, ws.V,
+            ws.beta, ws.Rm)
+    n = z.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    leading_matrix(ma, p, ws)
+    bad = qr_factor(Th, V, beta, Rm, 1e-12)
+    if bad >= 0:
+        return ST_SINGULAR, bad
+    rhs = ws.vel_rhs
+    col = ws.vel_col
+    for j in range(d):
+        for k in range(m + d):
+            rhs[k] = 0.0
+        rhs[m + j] = 1.0
+        qr_solve(V, beta, Rm, rhs, col)
+        for k in range(n):
+            Rphi[k, j] = col[k]
+    return OK, -1
+
+
+@njit(cache=True)
+def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
+    """Velocity problem (eq 19) and particular accelerations (eq 21 with ``zdd^i = 0``)
+    with the factorisation of ``Theta_z`` left in ``ws`` by :func:`factor_r` at this
+    position."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
+            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    zero = ws.zero_n
+    rhs = ws.vel_rhs
+    # b = -Phi_t: constraint velocity residual with zd = 0
+    Z[:, :] = 0.0
+    Zd[:, :] = 0.0
+    K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 1, phi)
+    for k in range(m):
+        rhs[k] = -phi[k]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    qr_solve(V, beta, Rm, rhs, zd)
+    K.frame_velocities(ma, zd, bcol, Z)
+    # c = -(dPhi_z/dt zd + Phi_tt): acceleration residual with zdd = 0
+    K.frame_accelerations(ma, zd, zero, r, u, bcol, Z, Zd)
+    K.constraints(ma, p, t, z, zd, zero, A, r, Z, Zd, 2, phi)
+    K.dof_values(ma, p, A, r, Z, Zd, z, zd, zero, h, hd, hdd)
+    for k in range(m):
+        rhs[k] = -phi[k]
+    for k in range(d):
+        rhs[m + k] = -hdd[k]
+    qr_solve(V, beta, Rm, rhs, zddb)
+
+
+@njit(cache=True)
+def residual_tau(ma, p, t, z, zd, zdd, ws, form, tau):
+    """``tau = M(z) zdd - Q(z, zd, t)`` by the chosen semi-recursive variant.
+
+    Returns the potential energy (gravity and springs)."""
+    A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
+    fb = ws.fb
+    nb_ = ws.nb
+    Qj = ws.Qj
+    nf = ma.fr_parent.shape[0]
+    K.frame_velocities(ma, zd, bcol, Z)
+    K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
+    V = K.applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj)
+    if form == FORM_ORIGIN:
+        K.inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau)
+    else:
+        P = ws.P
+        bv = ws.bv
+        Vc = ws.Vc
+        Vdc = ws.Vdc
+        K.reference_points(ma, p, A, r, P)
+        K.com_columns(ma, r, u, P, bv)
+        K.com_kinematics(ma, zd, zdd, r, u, P, bv, Vc, Vdc)
+        K.inverse_dynamics_com(ma, p, A, r, P, bv, Vc, Vdc, fb, nb_, Qj, tau)
+    return V
+
+
+@njit(cache=True)
+def mass_matrix(ma, p, ws, form, n, M):
+    A, r, u, bcol = ws.A, ws.r, ws.u, ws.bcol
+    if form == FORM_ORIGIN:
+        K.mass_matrix_origin(ma, p, A, r, bcol, n, M)
+    else:
+        P = ws.P
+        bv = ws.bv
+        K.reference_points(ma, p, A, r, P)
+        K.com_columns(ma, r, u, P, bv)
+        K.mass_matrix_com(ma, p, A, r, P, bv, n, M)
+
+
+@njit(cache=True)
+def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
+    """Stiffness and damping of the force elements with respect to ``z`` and ``zd``
+    (tangent of the spring-damper forces through the point Jacobians; joint springs on
+    the diagonal; tires through the analytic Jacobian of the tire law, see below).  Used
+    for the Newton iteration matrix of the integrator and by the static-equilibrium
+    solver.
+
+    Tires: ``Q = J_m^T F`` with ``J_m`` the Jacobian of the wheel's material point at the
+    contact point; ``K -= J_m^T (dF/dc J_c + dF/da J_a)`` and ``C -= J_m^T (dF/dvc J_c +
+    dF/dw J_w)`` (``c``: wheel centre, ``a``: spin axis, ``w``: angular velocity).  The
+    convective terms ``dF/dvc dvc/dz``, ``dF/dw dw/dz`` and the change of ``J_m`` are
+    omitted (like the geometric stiffness of the other elements)."""
+    A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
+    Kd[:, :] = 0.0
+    Cd[:, :] = 0.0
+    J1 = np.empty((3, n))
+    J2 = np.empty((3, n))
+    D = np.empty((3, n))
+    x1 = _S3()
+    v1 = _S3()
+    a1 = _S3()
+    x2 = _S3()
+    v2 = _S3()
+    a2 = _S3()
+    e = _S3()
+    Ks = _S3x3()
+    Cs = _S3x3()
+    SD = np.empty((3, n))
+    for s in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s, 0]
+        k2 = ma.sp_pt[s, 1]
+        K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+        K.point_kinematics(ma, p, A, r, Z, Zd, k2, x2, v2, a2)
+        L = 0.0
+        for i in range(3):
+            L += (x2[i] - x1[i]) ** 2
+        L = np.sqrt(L)
+        Ld = 0.0
+        for i in range(3):
+            e[i] = (x2[i] - x1[i]) / L
+            Ld += e[i] * (v2[i] - v1[i])
+        k = p[ma.sp_k[s]]
+        c = p[ma.sp_c[s]]
+        T = k * (L - p[ma.sp_L0[s]]) + c * Ld
+        for i in range(3):
+            for j in range(3):
+                dij = 1.0 if i == j else 0.0
+                Ks[i, j] = k * e[i] * e[j] + T / L * (dij - e[i] * e[j])
+                Cs[i, j] = c * e[i] * e[j]
+        K.point_jacobian(ma, p, A, r, bcol, k1, J1)
+        K.point_jacobian(ma, p, A, r, bcol, k2, J2)
+        for i in range(3):
+            for c in range(n):
+                D[i, c] = J2[i, c] - J1[i, c]
+        _add_congruence(D, Ks, Kd, SD)
+        _add_congruence(D, Cs, Cd, SD)
+    for s in range(ma.js_coord.shape[0]):
+        c_ = ma.js_coord[s]
+        Kd[c_, c_] += p[ma.js_k[s]]
+        Cd[c_, c_] += p[ma.js_c[s]]
+    nty = ma.ty_pt.shape[0]
+    if nty > 0:
+        road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+        nX = TY.X_ROAD + road.shape[0]
+        JF = np.empty((3, nX))
+        JP = np.empty((3, nX))
+        Ft = _S3()
+        Pt = _S3()
+        Jw = np.empty((3, n))
+        Jm = np.empty((3, n))
+        dFz = np.empty((3, n))
+        dFzd = np.empty((3, n))
+        for s in range(nty):
+            k1 = ma.ty_pt[s]
+            b = ma.pt_body[k1]
+            f = ma.b_frame[b]
+            K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+            K.vector_global(ma, A, ma.ty_vc[s], e)
+            o = ma.ty_par[s]
+            delta, N = TY.tire_force_jacobian(x1, v1, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road,
+                                             Ft, Pt, JF, JP)
+            if not delta > 0.0:
+                continue
+            K.point_jacobian(ma, p, A, r, bcol, k1, J1)
+            K.vector_jacobian(ma, A, bcol, ma.ty_vc[s], J2)
+            K.omega_jacobian(ma, bcol, b, Jw)
+            d0 = Pt[0] - x1[0]
+            d1 = Pt[1] - x1[1]
+            d2 = Pt[2] - x1[2]
+            for c in range(n):
+                # material point at P: v = vc + w x (P - c)
+                Jm[0, c] = J1[0, c] + Jw[1, c] * d2 - Jw[2, c] * d1
+                Jm[1, c] = J1[1, c] + Jw[2, c] * d0 - Jw[0, c] * d2
+                Jm[2, c] = J1[2, c] + Jw[0, c] * d1 - Jw[1, c] * d0
+                for i in range(3):
+                    sz = 0.0
+                    szd = 0.0
+                    for j in range(3):
+                        sz += JF[i, TY.X_C + j] * J1[j, c] + JF[i, TY.X_A + j] * J2[j, c]
+                        szd += JF[i, TY.X_VC + j] * J1[j, c] + JF[i, TY.X_W + j] * Jw[j, c]
+                    dFz[i, c] = sz
+                    dFzd[i, c] = szd
+            _sub_atb(Jm, dFz, Kd)
+            _sub_atb(Jm, dFzd, Cd)
+
+
+# ----------------------------------------------------------------------------------------
+# implicit trapezoidal integrator
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _add_congruence(D, S, out, SD):
+    """``out += D^T (S D)`` for ``D`` (3 x n), ``S`` (3 x 3); ``SD`` (3 x n) is work space."""
+    n = D.shape[1]
+    for i in range(3):
+        for c in range(n):
+            SD[i, c] = S[i, 0] * D[0, c] + S[i, 1] * D[1, c] + S[i, 2] * D[2, c]
+    for a in range(n):
+        for c in range(n):
+            out[a, c] += D[0, a] * SD[0, c] + D[1, a] * SD[1, c] + D[2, a] * SD[2, c]
+
+
+@njit(cache=True)
+def _sub_atb(J, F, out):
+    """``out -= J^T F`` for ``J, F`` (3 x n)."""
+    n = J.shape[1]
+    for a in range(n):
+        for c in range(n):
+            out[a, c] -= J[0, a] * F[0, c] + J[1, a] * F[1, c] + J[2, a] * F[2, c]
+
+
+@njit(cache=True)
+def record_row(ma, p, ws, k, t, z, zd, zdd, zi, zdi, a, iters, Vpot, conservative, T_out, Z_out,
+            ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out):
+    """Store output row ``k``: state, constraint violations, iterations and energy (the
+    kinematics in ``ws`` are those of the state)."""
+    A, r, Z, Zd, phi = ws.A, ws.r, ws.Z, ws.Zd, ws.phi
+    T_out[k] = t
+    Z_out[k] = z
+    ZD_out[k] = zd
+    ZDD_out[k] = zdd
+    ZI_out[k] = zi
+    ZDI_out[k] = zdi
+    ZDDI_out[k] = a
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 0, phi)
+    VIOL_out[k] = maxabs(phi)
+    K.constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, 1, phi)
+    VVIOL_out[k] = maxabs(phi)
+    IT_out[k] = iters
+    if conservative:
+        E_out[k] = K.kinetic_energy(ma, p, A, r, Z) + Vpot
+
+
+# ----------------------------------------------------------------------------------------
+# single evaluations (used by the Python API and by tests)
+# ----------------------------------------------------------------------------------------
+
+
+#: The result of :func:`evaluate_state`: kernel ``status``, position residual ``err`` and
+#: ``bad`` column, the consistent ``z``, ``zd``, the particular accelerations ``zddb``,
+#: ``R`` = R^Phi, the mass matrix ``Md`` and bias forces ``tau`` (inverse dynamics at
+#: ``zddb``), ``Mbar`` = R^T M R and ``Qbar`` = -R^T tau (seed 001 eqs 42-44).
+StateEvaluation = namedtuple("StateEvaluation", ["status", "err", "bad", "z", "zd", "zddb", "R",
+                                                 "Md", "tau", "Mbar", "Qbar"])
+
+
+@njit(cache=True)
+def evaluate_state(ma, p, form, t, zi, zdi, z, pos_tol, pos_maxit):
+    """Consistent state at ``(t, z^i, zd^i)`` (:data:`StateEvaluation`).  ``z`` is the
+    starting guess of the position problem."""
+    n = z.shape[0]
+    d = zi.shape[0]
+    ws = make_workspace(ma, n)
+    zz = z.copy()
+    zd = np.zeros(n)
+    zddb = np.zeros(n)
+    Rphi = np.zeros((n, d))
+    tau = np.zeros(n)
+    Md = np.zeros((n, n))
+    Mb = np.zeros((d, d))
+    st, it, err, bad = solve_position(ma, p, t, zi, zz, ws, pos_tol, pos_maxit, False)
+    if st == OK:
+        st, bad = solve_velocity_acceleration(ma, p, t, zi, zdi, zz, zd, zddb, Rphi, ws)
+    if st == OK:
+        bad = K.zero_length_spring(ma, p, ws.A, ws.r)
+        if bad >= 0:
+            st = ST_ZERO_SPRING
+    if st == OK:
+        residual_tau(ma, p, t, zz, zd, zddb, ws, form, tau)
+        mass_matrix(ma, p, ws, form, n, Md)
+        projected_matrix(Rphi, Md, Mb)
+    Qb = -(Rphi.T @ tau)
+    return StateEvaluation(st, err, bad, zz, zd, zddb, Rphi, Md, tau, Mb, Qb)
+
+
+@njit(cache=True)
+def full_dynamics_terms(ma, p, form, t, z, zd, zdd):
+    """Open-tree terms at an arbitrary state: mass matrix ``M^d`` and ``tau = M zdd - Q``."""
+    n = z.shape[0]
+    ws = make_workspace(ma, n)
+    A, r, u, bcol = ws.A, ws.r, ws.u, ws.bcol
+    K.frame_positions(ma, p, z, A, r, u)
+    K.joint_columns(ma, r, u, bcol)
+    tau = np.zeros(n)
+    Md = np.zeros((n, n))
+    residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+    mass_matrix(ma, p, ws, form, n, Md)
+    return Md, tau

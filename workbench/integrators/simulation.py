@@ -1,0 +1,484 @@
+"""Forward dynamics: the implicit trapezoidal rule on the independent coordinates."""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.errors import SingularConfigurationError
+from workbench.formulations import FORMULATION_LABEL, POS_MAXIT, POS_TOL, formulation_code
+from workbench.formulations import get as get_formulation
+from workbench.formulations.natural.build import global_model
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.formulations.status import raise_for_status
+from workbench.integrators import trapezoidal as TZ
+from workbench.integrators.result_kinematics import (angular_velocity_history, point_history,
+                                                     vector_history)
+from workbench.model.catalog import as_compiled
+from workbench.statics import equilibrium_start
+
+NEWTON_TOL = 1e-10
+NEWTON_MAXIT = 25
+
+
+def energy_trend(t, E) -> float:
+    """Secular change of an energy history: the slope of the least-squares straight line
+    through ``(t, E)`` times the duration ``t[-1] - t[0]`` (signed, J).
+
+    A bounded oscillation contributes at most about its amplitude times period/duration;
+    a steady gain or loss, or a jump early in the run, shows up in full (a jump of size
+    ``J`` at a fraction ``f`` of the run contributes ``6 f (1 - f) J``).
+    """
+    t = np.asarray(t, dtype=float)
+    E = np.asarray(E, dtype=float)
+    if len(t) < 2 or t[-1] == t[0]:
+        return 0.0
+    tc = t - t.mean()
+    slope = float(np.dot(tc, E - E.mean()) / np.dot(tc, tc))
+    return slope * float(t[-1] - t[0])
+
+
+@dataclass
+class SimulationResult:
+    """Time history of a simulation (arrays have one row per output instant).
+
+    Attributes
+    ----------
+    t : ndarray (N,)
+    z, zd, zdd : ndarray (N, n)
+        Relative coordinates, velocities and accelerations (all of them).
+    zi, zdi, zddi : ndarray (N, d)
+        Independent coordinates (degrees of freedom) and their derivatives.
+    constraint_violation : ndarray (N,)
+        ``max |Phi|`` after each step (position level).
+    velocity_violation : ndarray (N,)
+        ``max |Phi_z zd + Phi_t|`` after each step.
+    newton_iterations : ndarray (N,)
+        Newton iterations of each step (0 for the initial state).
+    energy : ndarray (N,) or None
+        Mechanical energy (kinetic + gravity + springs) when the model is conservative.
+    step_kind : ndarray (N, 2) of int
+        ``(span, nsub)`` per row: ``(1, 1)`` one trapezoidal step from the previous row,
+        ``nsub > 1`` the step was retried as sub-steps, ``span > 1`` it was merged over
+        ``span`` output intervals next to a singular configuration, ``(0, 0)`` the row was
+        interpolated inside a merged step (and the initial row).
+    dof_revisions : list of dict
+        Automatic choices of the degrees of freedom that were revised (see
+        :func:`simulate`): ``{"time", "from", "to"}`` per revision; empty otherwise.
+    states : ndarray (N, L) or None
+        With ``simulate(..., keep_states=True)``: the converged state of every row reached
+        by a plain step (:func:`workbench.formulations.semirecursive.matrixr.store_state`), which
+        the sensitivity
+        sweeps read instead of re-evaluating it; None otherwise.
+    """
+
+    model: str
+    formulation: str
+    t: np.ndarray
+    z: np.ndarray
+    zd: np.ndarray
+    zdd: np.ndarray
+    zi: np.ndarray
+    zdi: np.ndarray
+    zddi: np.ndarray
+    constraint_violation: np.ndarray
+    velocity_violation: np.ndarray
+    newton_iterations: np.ndarray
+    energy: np.ndarray | None
+    step_kind: np.ndarray
+    coord_names: tuple
+    dof_names: tuple
+    dt: float
+    wall_time_s: float
+    compiled: object = field(repr=False, default=None)
+    dof_revisions: list = field(default_factory=list)
+    states: np.ndarray | None = field(repr=False, default=None)
+
+    @property
+    def steps(self) -> int:
+        return len(self.t) - 1
+
+    @property
+    def max_constraint_violation(self) -> float:
+        return float(np.max(self.constraint_violation))
+
+    @property
+    def energy_drift(self) -> float | None:
+        """Secular energy drift over the run (J): the least-squares linear trend of E(t)
+        times the duration (:func:`energy_trend`), None when the model is not conservative.
+
+        A drift is the systematic gain or loss of energy; the bounded oscillation that the
+        trapezoidal rule superposes on it (O(h^2), not accumulating) is
+        :attr:`energy_error_max`.
+        """
+        if self.energy is None:
+            return None
+        return abs(energy_trend(self.t, self.energy))
+
+    @property
+    def energy_error_max(self) -> float | None:
+        """``max |E(t) - E(0)|`` over the run (J): drift plus the integrator's bounded
+        energy oscillation; None when the model is not conservative."""
+        if self.energy is None:
+            return None
+        return float(np.max(np.abs(self.energy - self.energy[0])))
+
+    @property
+    def energy_change(self) -> float | None:
+        """``E(t_end) - E(0)`` (J), None when the model is not conservative."""
+        if self.energy is None:
+            return None
+        return float(self.energy[-1] - self.energy[0])
+
+    def coordinate(self, name: str) -> np.ndarray:
+        return self.z[:, self.coord_names.index(name)] if name in self.coord_names else \
+            self.z[:, self.compiled.coordinate(name)]
+
+    # -- kinematics of named points, vectors and bodies along the trajectory -------------
+    # (evaluated from the stored z, zd, zdd of every row, any formulation; names as in
+    # workbench.objectives; see workbench.integrators.result_kinematics)
+
+    def _kinematics_args(self):
+        if self.compiled is None:
+            raise ValueError("this simulation result carries no compiled model")
+        return self.compiled, self.z, self.zd, self.zdd
+
+    def point_kinematics(self, point: str, local=None) -> tuple:
+        """``(position, velocity, acceleration)`` of a point, each ``(N, 3)`` in the global
+        frame: ``point`` is ``"body.point"`` (a named point of the model, e.g.
+        ``"bar_12.2"``), or a body name with ``local`` the point's body-frame coordinates
+        (SI, relative to the body reference like the model's named points; global for the
+        ground).  Raises UnknownNameError for an unknown point or body."""
+        return point_history(*self._kinematics_args(), point, local)
+
+    def point_position(self, point: str, local=None) -> np.ndarray:
+        """Global position ``(N, 3)`` of a point (see :meth:`point_kinematics`)."""
+        return self.point_kinematics(point, local)[0]
+
+    def point_velocity(self, point: str, local=None) -> np.ndarray:
+        """Global velocity ``(N, 3)`` of a point (see :meth:`point_kinematics`)."""
+        return self.point_kinematics(point, local)[1]
+
+    def point_acceleration(self, point: str, local=None) -> np.ndarray:
+        """Global acceleration ``(N, 3)`` of a point (see :meth:`point_kinematics`)."""
+        return self.point_kinematics(point, local)[2]
+
+    def vector(self, name: str, derivative: int = 0) -> np.ndarray:
+        """Global components ``(N, 3)`` of the named unit vector ``"body.vector"`` of the
+        model (``derivative`` 1 or 2: its first or second time derivative)."""
+        if derivative not in (0, 1, 2):
+            raise ValueError(f"derivative must be 0, 1 or 2, got {derivative!r}")
+        return vector_history(*self._kinematics_args(), name)[derivative]
+
+    def angular_velocity(self, body: str, frame: str = "global") -> np.ndarray:
+        """Angular velocity ``(N, 3)`` of a body: components on the global axes
+        (``frame="global"``) or on the body's own axes (``frame="body"``, e.g. the roll
+        rate of a chassis is the body-x component)."""
+        return angular_velocity_history(*self._kinematics_args(), body, frame)
+
+    def summary(self) -> dict:
+        return {
+            "model": self.model,
+            "formulation": self.formulation,
+            "formulation_label": FORMULATION_LABEL[self.formulation],
+            "t_end": float(self.t[-1]),
+            "dt": self.dt,
+            "steps": self.steps,
+            "newton_iterations": int(np.sum(self.newton_iterations)),
+            "max_newton_iterations_per_step": int(np.max(self.newton_iterations)),
+            "max_constraint_violation": self.max_constraint_violation,
+            "max_velocity_constraint_violation": float(np.max(self.velocity_violation)),
+            "energy_drift": self.energy_drift,
+            "energy_error_max": self.energy_error_max,
+            "energy_change": self.energy_change,
+            "wall_time_s": self.wall_time_s,
+            "degrees_of_freedom": list(self.dof_names),
+            "dof_revisions": [dict(r) for r in self.dof_revisions],
+        }
+
+    def to_frame(self):
+        """The history as a pandas DataFrame (one column per coordinate and DOF)."""
+        import pandas as pd
+        cols = {"t": self.t}
+        for k, nm in enumerate(self.coord_names):
+            cols[f"z[{nm}]"] = self.z[:, k]
+        for k, nm in enumerate(self.coord_names):
+            cols[f"zd[{nm}]"] = self.zd[:, k]
+        for k, nm in enumerate(self.coord_names):
+            cols[f"zdd[{nm}]"] = self.zdd[:, k]
+        cols["constraint_violation"] = self.constraint_violation
+        cols["velocity_violation"] = self.velocity_violation
+        cols["newton_iterations"] = self.newton_iterations
+        if self.energy is not None:
+            cols["energy"] = self.energy
+        return pd.DataFrame(cols)
+
+
+def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
+             t0: float = 0.0, newton_tol: float = NEWTON_TOL,
+             newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False) -> SimulationResult:
+    """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
+    rule (step ``dt``) and the semi-recursive Matrix-R formulation.
+
+    Parameters
+    ----------
+    model : Model, CompiledModel or str
+        A builder, a compiled model, or the name of a shipped model.
+    formulation : {"sr-com", "sr-origin", "global"}
+        Reference point of the semi-recursive recursion: each body's centre of mass
+        (SR-I, RTdyn0) or the global origin (SR-II, RTdyn1); or ``"global"``: the global
+        Matrix-R formulation in natural coordinates (:mod:`workbench.formulations.natural.build`)
+        on the same
+        independent coordinates (``result.natural = (q history, angle branches)``).
+
+    ``keep_states`` keeps each step's converged state (``result.states``, about
+    ``L = 1 + 5 n + n d + n^2 + n (m + d) + 54 nf + 6 nb`` floats per row) so that a
+    following :func:`workbench.sensitivities.driver.sensitivity` with ``simulation=result`` skips
+    re-evaluating it (the semi-recursive formulations; ignored by ``"global"``).
+
+    A model whose ``initial_state`` is ``"equilibrium"`` (model meta; the buggy maneuver
+    files) starts from the static equilibrium of its current design
+    (:func:`workbench.statics.equilibrium_start`), positions only; velocities are the
+    model's.
+
+    Raises
+    ------
+    AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
+    """
+    cm = as_compiled(model)
+    if cm.initial_state == "equilibrium":
+        cm = equilibrium_start(cm, None, formulation)[0]
+    form = formulation_code(formulation)
+    nsteps = nsteps_of(t0, t_end, dt)
+    revisions = []
+    tried = {tuple(cm.dof_names)}
+    start = _time.perf_counter()
+    while True:
+        try:
+            res = integrate_steps(cm, formulation, form, float(t0), float(dt), nsteps, cm.zi0,
+                       cm.zdi0, cm.z_guess, newton_tol, newton_maxit, keep_states=keep_states)
+        except SingularConfigurationError as err:
+            revised = _revise_dof(cm, err, tried, form, float(t0))
+            if revised is None:
+                raise
+            revisions.append({"time": err.time, "from": list(cm.dof_names),
+                              "to": list(revised.dof_names)})
+            cm = revised
+            continue
+        if revisions:
+            # the stopped attempts count: what the user waited for
+            res.wall_time_s = _time.perf_counter() - start
+        res.dof_revisions = revisions
+        return res
+
+
+def nsteps_of(t0, t_end, dt) -> int:
+    """Number of steps of length ``dt`` from ``t0`` to ``t_end`` (ValueError unless it is
+    a positive whole number)."""
+    if not (dt > 0 and np.isfinite(dt)):
+        raise ValueError(f"time step must be positive, got {dt!r}")
+    if not t_end > t0:
+        raise ValueError(f"t_end ({t_end}) must be after t0 ({t0})")
+    nsteps = int(round((t_end - t0) / dt))
+    if abs(nsteps * dt - (t_end - t0)) > 1e-9 * max(1.0, t_end):
+        raise ValueError(f"t_end - t0 = {t_end - t0} is not a multiple of dt = {dt}")
+    return nsteps
+
+
+#: at most this many revisions of an automatic choice of degrees of freedom per run
+MAX_DOF_REVISIONS = 3
+
+
+def _revise_dof(cm, err, tried, form, t0):
+    """A copy of ``cm`` whose degrees of freedom are ``err.suggested_dof``, starting from
+    the same assembled initial state, or None when the choice may not be revised.
+
+    Only an automatic choice (no ``dof`` in the model) is revised: it was made at the
+    initial configuration, and a run that stops where those coordinates no longer
+    determine the configuration (a turning point of a DOF while the mechanism moves on,
+    e.g. Bricard's mechanism) is started again from t0 with the coordinates that do
+    determine it there.  A user's own choice is never overridden (the error names the
+    suggestion instead)."""
+    import copy
+    import dataclasses
+
+    if getattr(cm.model, "dof_spec", None) is not None or not err.suggested_dof:
+        return None
+    names = tuple(err.suggested_dof)
+    if names in tried or len(tried) > MAX_DOF_REVISIONS:
+        return None
+    tried.add(names)
+    # the initial configuration assembled with the current choice (kept: a revision must
+    # not change the initial state)
+    out = MR.evaluate_state(cm.arrays, cm.arrays.p, form, t0, cm.zi0, cm.zdi0,
+                            np.ascontiguousarray(cm.z_guess, dtype=float), POS_TOL, POS_MAXIT)
+    if out.status != MR.OK:
+        return None
+    z0, zd0 = out.z, out.zd
+    model = copy.deepcopy(cm.model)
+    model.dof(*names)
+    new = model.compile(cm._current_overrides())
+    cols = [new.coord_names.index(nm) for nm in names]
+    # the model stays "automatic" for later revisions and for the caller's view
+    new.model.dof_spec = None
+    return dataclasses.replace(new, z_guess=z0.copy(), zd_guess=zd0.copy(),
+                               zi0=z0[cols].copy(), zdi0=zd0[cols].copy(),
+                               initial_state=cm.initial_state)
+
+
+def integrate_steps(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
+                    newton_tol=NEWTON_TOL, newton_maxit=NEWTON_MAXIT, resume=None, kofs=0,
+                    keep_states=False) -> SimulationResult:
+    """Integrate ``nsteps`` steps from ``(zi0, zdi0)`` (position guess ``z0``) with the
+    trapezoidal loop of the formulation's family (:data:`FAMILY_RUNS`).
+
+    ``resume = (a, aprev, nplain)`` continues a stored trajectory from one of its rows (the
+    row's acceleration, the three previous rows' (3 x d) and how many of those were
+    reached by plain steps, at most 3): the rows are
+    reproduced bit for bit (used by the checkpointed adjoint); ``kofs`` is then the index of
+    the starting row in the whole run (``t0`` stays the start time of the whole run)."""
+    run = FAMILY_RUNS[get_formulation(formulation).family]
+    return run(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
+               resume, kofs, keep_states)
+
+
+def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                       newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    job = RunJob(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                 newton_maxit, resume, kofs, keep_states)
+    job.integrate()
+    return job.result()
+
+
+def _run_global(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    # the natural-coordinate loop starts from the model's initial state; it has no
+    # restarts (resume, kofs) and keeps no states (Formulation.checkpointing/keeps_states)
+    return _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit)
+
+
+class RunJob:
+    """One semi-recursive integration (:func:`integrate_steps`) split into its parts: the output
+    arrays (allocated here), :meth:`integrate` (the kernel, which releases the GIL: it may
+    run on another thread while ``progress[0]``, the number of finished rows, is read
+    here) and :meth:`result` (typed error or the :class:`SimulationResult`)."""
+
+    def __init__(self, cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
+                 newton_tol=NEWTON_TOL, newton_maxit=NEWTON_MAXIT, resume=None, kofs=0,
+                 keep_states=False):
+        n, d = cm.n, cm.d
+        N = nsteps + 1
+        self.cm, self.formulation, self.form = cm, formulation, form
+        self.keep_states = keep_states
+        self.T = np.zeros(N)
+        self.Z, self.ZD, self.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+        self.ZI, self.ZDI, self.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
+        self.viol, self.vviol = np.zeros(N), np.zeros(N)
+        self.iters = np.zeros(N, dtype=np.int64)
+        self.energy = np.zeros(N)
+        self.steps = np.zeros((N, 2), dtype=np.int64)
+        # kept states: only the flag column needs a value before the run (a row is read
+        # only when flagged); the rest is written by the integrator (np.empty: no zeroing
+        # pass over the ~N x 300 floats; five-bar 5 s run with kept states, best of 10:
+        # 53.5 -> 52.8 ms)
+        self.KS = np.empty((N, MR.state_record_size(cm.arrays, n) if keep_states else 0))
+        self.KS[:, :1] = 0.0
+        self.progress = np.zeros(1, dtype=np.int64)
+        if resume is None:
+            res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
+        else:
+            res_flag = True
+            a_init = np.ascontiguousarray(resume[0], dtype=float)
+            aprev = np.ascontiguousarray(np.reshape(resume[1], (3, d)), dtype=float)
+            nplain = int(resume[2])
+        self._args = (
+            cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,
+            np.ascontiguousarray(zi0, dtype=float), np.ascontiguousarray(zdi0, dtype=float),
+            np.ascontiguousarray(z0, dtype=float), newton_tol, newton_maxit, POS_TOL,
+            POS_MAXIT, cm.conservative, self.T, self.Z, self.ZD, self.ZDD, self.ZI, self.ZDI,
+            self.ZDDI, self.viol, self.vviol, self.iters, self.energy, self.steps, res_flag,
+            a_init, aprev, nplain, int(kofs), self.KS, self.progress)
+        self.status = None
+        self.wall = 0.0
+
+    def integrate(self):
+        start = _time.perf_counter()
+        self.status = TZ.integrate_semirecursive(*self._args)
+        self.wall = _time.perf_counter() - start
+
+    def result(self) -> SimulationResult:
+        cm = self.cm
+        st, step, t, value, bad = self.status
+        ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
+        raise_for_status(cm, st, t, value, bad, ctx, z=self.Z[step - 1] if step >= 1 else None)
+        return SimulationResult(
+            model=cm.name, formulation=self.formulation, t=self.T, z=self.Z, zd=self.ZD,
+            zdd=self.ZDD, zi=self.ZI, zdi=self.ZDI, zddi=self.ZDDI,
+            constraint_violation=self.viol, velocity_violation=self.vviol,
+            newton_iterations=self.iters, energy=self.energy if cm.conservative else None,
+            step_kind=self.steps, coord_names=cm.coord_names, dof_names=cm.dof_names,
+            dt=float(self._args[4]), wall_time_s=self.wall, compiled=cm,
+            states=self.KS if self.keep_states else None)
+
+
+def raise_global_singular(cm, bad: int, t: float, ctx: str):
+    """Raise :class:`SingularConfigurationError` for a rank-deficient ``Theta_q`` of the
+    global formulation, naming the natural coordinate (body, point or unit-vector
+    component) of the first dependent column."""
+    ga = global_model(cm)[0]
+    D, nqb = int(ga.D), int(ga.nqb)
+    b, i = divmod(int(bad), nqb)
+    body = cm.body_names[b] if 0 <= b < len(cm.body_names) else f"#{b}"
+    comp = ("r" if i < D else f"e{i // D}") + "_" + "xyz"[i % D]
+    raise SingularConfigurationError(
+        f"{ctx}: the leading matrix Theta_q = [Phi_q; B] of the global formulation is "
+        f"singular at natural coordinate {comp} of body {body!r}; the degrees of freedom "
+        f"{list(cm.dof_names)} do not determine the configuration (singular position or "
+        "a poor choice of degrees of freedom)", t, [])
+
+
+def _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit) -> SimulationResult:
+    (st, step, t, value, bad), o = _run_natural(cm, t0, dt, nsteps, newton_tol,
+                                                   newton_maxit, POS_TOL, POS_MAXIT)
+    ctx = f"model {cm.name!r} (global)" + (" (initial state)" if step == 0 else f", step {step}")
+    if st == MR.ST_SINGULAR and bad >= 0:
+        raise_global_singular(cm, bad, t, ctx)
+    raise_for_status(cm, st, t, value, bad, ctx, z=None)
+    res = SimulationResult(
+        model=cm.name, formulation="global", t=o["T"], z=o["Z"], zd=o["ZD"], zdd=o["ZDD"],
+        zi=o["ZI"], zdi=o["ZDI"], zddi=o["ZDDI"], constraint_violation=o["viol"],
+        velocity_violation=o["vviol"], newton_iterations=o["iters"],
+        energy=o["energy"] if cm.conservative else None, step_kind=o["steps"],
+        coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt),
+        wall_time_s=o["wall"], compiled=cm)
+    res.natural = (o["Q"], o["AREF"])
+    return res
+
+
+def _run_natural(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit):
+    """Run :func:`workbench.integrators.trapezoidal.integrate_natural`; returns the status and
+    the output arrays."""
+    ga, q0, aref0, _ = global_model(cm)
+    n, d = cm.n, cm.d
+    N = nsteps + 1
+    out = dict(T=np.zeros(N), Q=np.zeros((N, ga.nq)), Z=np.zeros((N, n)),
+               ZD=np.zeros((N, n)), ZDD=np.zeros((N, n)), ZI=np.zeros((N, d)),
+               ZDI=np.zeros((N, d)), ZDDI=np.zeros((N, d)), viol=np.zeros(N),
+               vviol=np.zeros(N), iters=np.zeros(N, dtype=np.int64), energy=np.zeros(N),
+               steps=np.zeros((N, 2), dtype=np.int64),
+               AREF=np.zeros((N, aref0.shape[0])))
+    ma = cm.arrays
+    start = _time.perf_counter()
+    status = TZ.integrate_natural(
+        ga, ma, ma.p, float(t0), float(dt), nsteps, cm.zi0, cm.zdi0, q0, aref0, newton_tol,
+        newton_maxit, pos_tol, pos_maxit, cm.conservative, out["T"], out["Q"], out["Z"],
+        out["ZD"], out["ZDD"], out["ZI"], out["ZDI"], out["ZDDI"], out["viol"], out["vviol"],
+        out["iters"], out["energy"], out["steps"], out["AREF"])
+    out["wall"] = _time.perf_counter() - start
+    return status, out
+
+
+#: the trapezoidal loop of each formulation family (:attr:`Formulation.family`)
+FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global}

@@ -1,0 +1,702 @@
+"""The implicit trapezoidal rule, written once for every formulation (seed 001 §2.3).
+
+Unknown per step: the independent accelerations ``a = zdd^i_{n+1}``;
+
+    z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a),   zd^i_{n+1} = zd^i_n + h/2 (a_n + a)
+
+(:func:`trapezoidal_update`); residual ``r(a)`` of the formulation (semi-recursive:
+``R^T tau(z, zd, zdd)``, seed 001 eq 29 in residual form; natural coordinates: ``R^T (M qdd -
+Q)``); modified Newton with the iteration matrix ``Mbar + h/2 Cbar + h^2/4 Kbar``
+(:func:`iteration_matrix`, formed once per step) and one acceptance test
+(:func:`correction_converged`, with the rounding-noise floor :func:`at_noise_floor`).
+
+:func:`integrate_semirecursive` runs the rule on the semi-recursive kernels
+(:mod:`workbench.formulations.semirecursive.matrixr`) with step merging next to singular
+configurations, sub-stepping, kept states and bit-exact restarts; :func:`integrate_natural`
+runs it on the natural-coordinate kernels (:mod:`workbench.formulations.natural.kernels`),
+without merging or sub-stepping.  The same step mechanics serve the sensitivity sweeps
+(:mod:`workbench.sensitivities.sweeps` uses :func:`iteration_matrix`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from workbench.formulations.natural import kernels as G
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.kernels import layout as AR
+from workbench.kernels import linalg as LA
+from workbench.kernels import tree as K
+from workbench.kernels.linalg import (lu_solve_inplace, maxabs, projected_matrix, qr_factor,
+                                      qr_solve, sigma_ratio, transpose_times)
+from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON, ST_NONFINITE,
+                                      ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
+
+#: relative size of a Newton correction below which a stagnating residual is accepted as
+#: rounding noise (near singular positions the projection amplifies position round-off by
+#: 1/sigma); see :func:`at_noise_floor`
+NOISE_TOL = 1e-7
+#: at most this many equal sub-steps when a step fails (outputs stay at the fixed step)
+MAX_SUB = 16
+#: at most this many output intervals merged into one step next to a singular node
+MAX_SPAN = 4
+
+
+# ----------------------------------------------------------------------------------------
+# the step mechanics shared by every formulation
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def trapezoidal_update(zi0, zdi0, a0, a, h, zi, zdi):
+    """``zi = zi0 + h zdi0 + h^2/4 (a0 + a)``, ``zdi = zdi0 + h/2 (a0 + a)``: the
+    trapezoidal rule for positions and velocities given the accelerations at both ends."""
+    for k in range(zi.shape[0]):
+        zi[k] = zi0[k] + h * zdi0[k] + 0.25 * h * h * (a0[k] + a[k])
+        zdi[k] = zdi0[k] + 0.5 * h * (a0[k] + a[k])
+
+
+@njit(cache=True)
+def iteration_matrix(Mb, C, K_, cv, cz, Tm):
+    """``Tm = Mbar + cv C + cz K``: with ``cv = h/2``, ``cz = h^2/4`` the Newton iteration
+    matrix ``Mbar + h/2 Cbar + h^2/4 Kbar`` of a trapezoidal step (``d(r)/d(a)`` through the
+    update), also the matrix of the tangent linear model of one step (direct sweep) and,
+    transposed, of the adjoint step."""
+    d = Tm.shape[0]
+    for i in range(d):
+        for j in range(d):
+            Tm[i, j] = Mb[i, j] + cv * C[i, j] + cz * K_[i, j]
+
+
+@njit(cache=True)
+def correction_converged(dnorm, newton_tol, anorm):
+    """The Newton correction ``dnorm = max |da|`` is below ``newton_tol (1 + max |a|)``:
+    the current iterate is accepted (its state is the one evaluated)."""
+    return dnorm <= newton_tol * anorm
+
+
+@njit(cache=True)
+def at_noise_floor(it, dnorm, rn, rbest, anorm):
+    """A stagnating iteration at the residual's rounding-noise floor: from the fifth
+    iterate on, a correction below ``NOISE_TOL`` relative while the residual no longer
+    halves is accepted."""
+    return it >= 4 and dnorm <= NOISE_TOL * anorm and rn >= 0.5 * rbest
+
+
+
+
+# ----------------------------------------------------------------------------------------
+# semi-recursive formulation
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
+                          pos_tol, pos_maxit, conservative,
+                          T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
+                          VIOL_out, VVIOL_out, IT_out, E_out, STEP_out, resume, a_init,
+                          aprev_init, nplain_init, kofs, KS_out, progress):
+    """Fixed-step implicit trapezoidal rule on the independent coordinates.
+
+    Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
+    ``zd^i_{n+1} = zd^i_n + h/2 (a_n + a)``; residual ``r(a) = R^T tau(z, zd, zdd)``
+    (seed 001 eq 29 in residual form).  Newton iteration matrix (modified Newton, formed
+    once per step): ``Mbar + h/2 Cbar + h^2/4 Kbar`` with ``Mbar = R^T M R`` exact and
+    ``Cbar, Kbar`` the force-element damping and stiffness projected with ``R``.
+
+    Nodes next to a singular configuration of the constraints (MR.SING_SKIP, MR.SING_DOF_SHARE)
+    are not used: the step is merged with the next one and the skipped output rows are
+    interpolated (:func:`_dense_output`).  A step that cannot be completed next to a
+    singular configuration returns ST_NEAR_SINGULAR (value = sigma_min/sigma_max, bad =
+    largest component of the near-null vector).
+
+    ``STEP_out[k] = (span, nsub)`` records how output row ``k`` was reached: ``(1, 1)`` one
+    trapezoidal step from row ``k - 1`` (the discrete sensitivities assume this), ``nsub >
+    1`` sub-steps, ``span > 1`` a step merged over ``span`` intervals, ``(0, 0)`` a row
+    interpolated inside a merged step (the initial row is ``(0, 0)``).
+
+    With ``resume`` the run continues a stored trajectory from one of its rows (adjoint
+    checkpointing): the acceleration ``a_init`` of that row is taken as it is (not
+    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init`` (3 x d:
+    the accelerations of the three previous rows, ``nplain_init`` of them usable), so that
+    the re-run reproduces the stored rows bit for bit.  ``kofs`` is the index of the
+    first row in the whole run (times are ``t0 + (kofs + k - 1) h + h`` as there).
+
+    ``KS_out`` (rows x :func:`state_record_size`, or 0 columns: nothing kept) receives the
+    converged state of every row reached by one plain step (:func:`store_state`; other
+    rows, the initial one included, are left unflagged), for the sensitivity sweeps.
+    ``progress[0]`` is the number of output rows written so far (rows below it are final):
+    the kernel releases the GIL, so that another thread may read the finished rows while
+    it runs (the pipelined sensitivities of :mod:`workbench.sensitivities.driver`).
+
+    Returns (status, step, time, value, bad column); on failure ``step`` is the first
+    output row not written.
+    """
+    n = z0.shape[0]
+    d = zi0.shape[0]
+    # every work array of the run, owned here; the run itself sees views without
+    # reference counts (no atomic increments per kernel call; workbench.kernels.layout.borrowed)
+    own = (MR.make_workspace(ma, n), np.zeros((13, n)), np.zeros((15, d)),
+           np.zeros((n, d)), np.zeros((3, n, n)), np.zeros((6, d, d)))
+    out = _integrate_semirecursive(
+        ma, AR.borrow(p), form, t0, h, nsteps, AR.borrow(zi0), AR.borrow(zdi0), AR.borrow(z0),
+        newton_tol, newton_maxit, pos_tol, pos_maxit, conservative,
+        AR.borrow((T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+                   VVIOL_out, IT_out, E_out, STEP_out)),
+        resume, AR.borrow(a_init), AR.borrow(aprev_init), nplain_init, kofs, AR.borrow(KS_out),
+        AR.borrow(progress), AR.borrow(own))
+    AR.keepalive(own)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
+                             pos_tol, pos_maxit, conservative, outs, resume, a_init, aprev_init,
+                             nplain_init, kofs, KS_out, progress, work):
+    """The run of :func:`integrate_semirecursive` with its work arrays ``work`` (borrowed
+    views of the arrays it owns)."""
+    (T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out,
+     E_out, STEP_out) = outs
+    ws, vn, vd, Rphi, nn, dd = work
+    n = z0.shape[0]
+    d = zi0.shape[0]
+    m = ma.c_type.shape[0]
+    # three copies of the state, rows 3s .. 3s + 2 of vn (z, zd, zdd) and of vd (zi, zdi, a):
+    # s = 0 the iterate, s = 1 the last accepted node (c...), s = 2 the last output row (...n)
+    z, zd, zdd, cz, czd, czdd, zn, zdn, zddn = (vn[0], vn[1], vn[2], vn[3], vn[4], vn[5],
+                                                vn[6], vn[7], vn[8])
+    zi, zdi, a, czi, czdi, ca, zin, zdin, an = (vd[0], vd[1], vd[2], vd[3], vd[4], vd[5],
+                                                vd[6], vd[7], vd[8])
+    zddb, tau, vnull, zfac = vn[9], vn[10], vn[11], vn[12]
+    res, aprev, aprev2, aprev3, rhs, da = vd[9], vd[10], vd[11], vd[12], vd[13], vd[14]
+    Md, Kd, Cd = nn[0], nn[1], nn[2]
+    Mb, Tm, Kb, Cb, Mw = dd[0], dd[1], dd[2], dd[3], dd[4]
+    z[:] = z0
+    zi[:] = zi0
+    zdi[:] = zdi0
+    t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
+
+    # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
+    st, it, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, False)
+    if st != OK:
+        return st, 0, t, err, bad
+    st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
+    if st != OK:
+        return st, 0, t, 0.0, bad
+    bad = K.zero_length_spring(ma, p, ws.A, ws.r)
+    if bad >= 0:
+        return ST_ZERO_SPRING, 0, t, 0.0, bad
+    Vpot = MR.residual_tau(ma, p, t, z, zd, zddb, ws, form, tau)
+    if resume:
+        a[:] = a_init
+    else:
+        MR.mass_matrix(ma, p, ws, form, n, Md)
+        projected_matrix(Rphi, Md, Mb)
+        transpose_times(Rphi, tau, rhs)
+        for k in range(d):
+            a[k] = -rhs[k]
+        if not lu_solve_inplace(Mb, a.reshape((d, 1)), Mw):
+            return ST_MASS, 0, t, 0.0, -1
+    for k in range(n):
+        zdd[k] = zddb[k]
+        for j in range(d):
+            zdd[k] += Rphi[k, j] * a[j]
+    MR.record_row(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
+            ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
+    progress[0] = 1
+
+    _copy_state3(vn, vd, 1, 0)
+    _copy_state3(vn, vd, 2, 0)
+    # accelerations of the three nodes before ``an`` (for the predictor), ``nplain`` of them
+    # usable: reached by plain steps of length h
+    aprev[:] = a
+    aprev2[:] = a
+    aprev3[:] = a
+    nplain = 0
+    if resume:
+        aprev[:] = aprev_init[0]
+        aprev2[:] = aprev_init[1]
+        aprev3[:] = aprev_init[2]
+        nplain = nplain_init
+    vnull[:] = 0.0
+    # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
+    zfac[:] = z
+    fac_ok = True
+    k0 = 0                               # last output row written
+    while k0 < nsteps:
+        # Attempts, from the state of row k0 (an, zin, ...):
+        # * merging phase: one trapezoidal step over ``span`` output intervals.  If its end
+        #   node is next to a singular configuration (rho = sigma_min/sigma_max of Theta_z
+        #   below MR.SING_SKIP, or Theta_z singular) the node is not used: the step is merged
+        #   with the next one (span + 1, at most MAX_SPAN); skipped rows are interpolated.
+        # * if a merged step fails: back to one interval, retried on Newton/position
+        #   failure as 2, 4, ... MAX_SUB equal sub-steps (outputs stay at the fixed step h).
+        # Other failures end the run; so does a failure with MAX_SUB sub-steps, reported
+        # as a singular configuration when rho < MR.SING_DIAG at the last accepted state.
+        span = 1
+        nsub = 1
+        merging = True
+        bad = -1
+        err = 0.0
+        rn = 0.0
+        iters_total = 0
+        while True:
+            _copy_state3(vn, vd, 1, 2)
+            status = OK
+            iters_total = 0
+            hs = span * h / nsub
+            for sub in range(nsub):
+                if sub == nsub - 1:
+                    t = t0 + (kofs + k0 + span - 1) * h + h
+                else:
+                    t = t0 + (kofs + k0) * h + (sub + 1) * hs
+                # predictor: the acceleration extrapolated from the last nodes, cubic from
+                # four (error O(h^4): ~2 Newton evaluations per step on the five-bar at
+                # dt = 1e-3 instead of ~3 with the quadratic one), quadratic from three,
+                # linear from two, constant at the first step and in retried sub-steps
+                plain = sub == 0 and nsub == 1
+                for k in range(d):
+                    if plain and span == 1 and nplain >= 3:
+                        a[k] = 4.0 * ca[k] - 6.0 * aprev[k] + 4.0 * aprev2[k] - aprev3[k]
+                    elif plain and span == 1 and nplain >= 2:
+                        a[k] = 3.0 * ca[k] - 3.0 * aprev[k] + aprev2[k]
+                    elif plain and nplain >= 1:
+                        a[k] = ca[k] + (hs / h) * (ca[k] - aprev[k])
+                    else:
+                        a[k] = ca[k]
+                for k in range(n):
+                    z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
+                converged = False
+                dnorm = np.inf
+                rbest = np.inf
+                iters = 0
+                rn = 0.0
+                for it in range(newton_maxit + 1):
+                    trapezoidal_update(czi, czdi, ca, a, hs, zi, zdi)
+                    st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
+                                                          pos_maxit, True)
+                    if st != OK:
+                        status = st
+                        fac_ok = False
+                        break
+                    if pit == 0 and fac_ok and _same(z, zfac):
+                        # the position did not move since Theta_z was factorised and R^Phi
+                        # formed (a later Newton iterate: zi moved by h^2/4 da, within the
+                        # position tolerance): both are still exact
+                        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+                    else:
+                        st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb,
+                                                              Rphi, ws)
+                        fac_ok = st == OK
+                        if st != OK:
+                            status = st
+                            break
+                        zfac[:] = z
+                    for k in range(n):
+                        zdd[k] = zddb[k]
+                        for j in range(d):
+                            zdd[k] += Rphi[k, j] * a[j]
+                    bad = K.zero_length_spring(ma, p, ws.A, ws.r)
+                    if bad >= 0:
+                        status = ST_ZERO_SPRING
+                        break
+                    Vpot = MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+                    transpose_times(Rphi, tau, res)
+                    rn = maxabs(res)
+                    if d == 0:
+                        # no degrees of freedom (fully driven): a kinematic step, no unknown
+                        converged = True
+                        iters = 0
+                        break
+                    if not np.isfinite(rn):
+                        # non-finite at the predictor: bad input; after updates: divergence
+                        status = ST_NONFINITE if it == 0 else ST_NEWTON
+                        rn = rbest
+                        break
+                    anorm = 1.0 + maxabs(a)
+                    # Near singular positions the residual has a rounding-noise floor (the
+                    # projection amplifies position round-off by 1/sigma): accept a stagnating
+                    # iteration once the correction is below NOISE_TOL relative.
+                    if at_noise_floor(it, dnorm, rn, rbest, anorm):
+                        converged = True
+                        iters = it + 1
+                        break
+                    rbest = min(rbest, rn)
+                    if it == newton_maxit:
+                        break
+                    if it == 0:
+                        MR.mass_matrix(ma, p, ws, form, n, Md)
+                        MR.force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
+                        projected_matrix(Rphi, Md, Mb)
+                        projected_matrix(Rphi, Kd, Kb)
+                        projected_matrix(Rphi, Cd, Cb)
+                        iteration_matrix(Mb, Cb, Kb, 0.5 * hs, 0.25 * hs * hs, Tm)
+                    for k in range(d):
+                        da[k] = -res[k]
+                    if not lu_solve_inplace(Tm, da.reshape((d, 1)), Mw):
+                        status = ST_MASS
+                        break
+                    dnorm = maxabs(da)
+                    if correction_converged(dnorm, newton_tol, anorm):
+                        # the correction from the current iterate is below the tolerance:
+                        # accept the iterate (its state is the one evaluated above)
+                        converged = True
+                        iters = it + 1
+                        break
+                    for k in range(d):
+                        a[k] += da[k]
+                if status == OK and not converged:
+                    status = ST_NEWTON
+                if status != OK:
+                    break
+                iters_total += iters
+                _copy_state3(vn, vd, 1, 0)
+            if merging:
+                if d > 0 and span < MAX_SPAN and k0 + span < nsteps:
+                    # the last factorisation in ws is Theta_z at the end node (OK) or at the
+                    # last iterate (failure)
+                    skip = status == ST_SINGULAR
+                    if status == OK or status == ST_NEWTON or status == ST_POSITION:
+                        skip = (sigma_ratio(ws.Rm, vnull) < MR.SING_SKIP
+                                and MR.dof_share(ws.Th, m, vnull) < MR.SING_DOF_SHARE)
+                    if skip:
+                        span += 1
+                        continue
+                if status == OK:
+                    break
+                merging = False
+                if span > 1:
+                    span = 1
+                    continue
+            if status == OK:
+                break
+            if (status == ST_NEWTON or status == ST_POSITION) and nsub < MAX_SUB:
+                nsub *= 2
+                continue
+            if status == ST_NEWTON or status == ST_POSITION:
+                # the step cannot be resolved: next to a singular configuration?
+                MR.factor_theta(ma, p, cz, ws)
+                rho = sigma_ratio(ws.Rm, vnull)
+                if rho < MR.SING_DIAG:
+                    return ST_NEAR_SINGULAR, k0 + 1, t, rho, _argmaxabs(vnull)
+            return status, k0 + 1, t, (err if status == ST_POSITION else rn), bad
+        k1 = k0 + span
+        STEP_out[k1, 0] = span
+        STEP_out[k1, 1] = nsub
+        MR.record_row(ma, p, ws, k1, t, z, zd, zdd, zi, zdi, a, iters_total, Vpot, conservative,
+                T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
+                IT_out, E_out)
+        if KS_out.shape[1] > 0 and span == 1 and nsub == 1:
+            # the state evaluated at the accepted Newton iterate is still in the work arrays
+            MR.store_state(ws, zd, zdd, tau, Rphi, KS_out[k1])
+        if span > 1:
+            # rows skipped by a merged step: interpolated and corrected onto the
+            # constraints (output only: the integration continues from the end node)
+            H = span * h
+            for j in range(1, span):
+                tj = t0 + (kofs + k0 + j - 1) * h + h
+                st, err, bad, Vj = _dense_output(
+                    ma, p, form, tj, j / span, H, an, zin, zdin, zn, zdn, zddn, ca, czi, czdi,
+                    cz, czd, czdd, ws, pos_tol, z, zd, zdd, zi, zdi, a, tau)
+                if st != OK:
+                    return st, k0 + j, tj, err, bad
+                MR.record_row(ma, p, ws, k0 + j, tj, z, zd, zdd, zi, zdi, a, 0, Vj, conservative,
+                        T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+                        VVIOL_out, IT_out, E_out)
+            # leave the factorisation of the end node in ws (reused by the next step)
+            MR.factor_theta(ma, p, cz, ws)
+            fac_ok = False
+            t = t0 + (kofs + k1 - 1) * h + h
+        if span == 1 and nsub == 1:
+            aprev3[:] = aprev2
+            aprev2[:] = aprev
+            aprev[:] = an
+            nplain = min(nplain + 1, 3)
+        else:
+            nplain = 0
+        _copy_state3(vn, vd, 2, 1)
+        k0 = k1
+        progress[0] = k1 + 1
+    return OK, nsteps, t, 0.0, -1
+
+
+@njit(cache=True)
+def _copy_state3(vn, vd, dst, src):
+    """Copy the state ``src`` to ``dst`` in the integrator's work arrays (rows ``3s .. 3s +
+    2`` of ``vn``: z, zd, zdd and of ``vd``: zi, zdi, a; see :func:`_integrate`)."""
+    for i in range(3):
+        vn[3 * dst + i, :] = vn[3 * src + i]
+        vd[3 * dst + i, :] = vd[3 * src + i]
+
+
+@njit(cache=True)
+def _same(x, y):
+    """``x == y`` element by element (bitwise equal floats)."""
+    for k in range(x.shape[0]):
+        if x[k] != y[k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _argmaxabs(x):
+    k = -1
+    s = -1.0
+    for i in range(x.shape[0]):
+        if abs(x[i]) > s:
+            s = abs(x[i])
+            k = i
+    return k
+
+
+@njit(cache=True)
+def _hermite(s, H, y0, dy0, y1, dy1, out):
+    s2 = s * s
+    s3 = s2 * s
+    h00 = 2.0 * s3 - 3.0 * s2 + 1.0
+    h10 = (s3 - 2.0 * s2 + s) * H
+    h01 = 3.0 * s2 - 2.0 * s3
+    h11 = (s3 - s2) * H
+    for k in range(out.shape[0]):
+        out[k] = h00 * y0[k] + h10 * dy0[k] + h01 * y1[k] + h11 * dy1[k]
+
+
+@njit(cache=True)
+def _damped_correction(Th, res, mu, dx):
+    """``dx = argmin |Th dx + res|^2 + mu^2 |dx|^2`` (QR of ``[Th; mu I]``): directions
+    with singular values well above ``mu`` are corrected, near-null ones are left alone."""
+    rows, n = Th.shape
+    Ta = np.zeros((rows + n, n))
+    Ta[:rows] = Th
+    for i in range(n):
+        Ta[rows + i, i] = mu
+    Va = np.zeros((n, rows + n))
+    ba = np.zeros(n)
+    Ra = np.zeros((n, n))
+    qr_factor(Ta, Va, ba, Ra, 0.0)
+    rhs = np.zeros(rows + n)
+    for i in range(rows):
+        rhs[i] = -res[i]
+    qr_solve(Va, ba, Ra, rhs, dx)
+
+
+@njit(cache=True)
+def _dense_output(ma, p, form, t, s, H, a0, zi0, zdi0, z0, zd0, zdd0, a1, zi1, zdi1, z1,
+                  zd1, zdd1, ws, pos_tol, z, zd, zdd, zi, zdi, a, tau):
+    """State at the fraction ``s`` of a merged step of length ``H`` between two nodes.
+
+    ``zi, zdi, z`` by cubic Hermite interpolation (with the rates at both nodes: an
+    O(H^4) error of ~1e-11 at H = 2e-3 on the N-four-bar), ``a, zdd`` linear.  The
+    interpolated ``z`` is corrected onto the constraints by damped least squares (damping
+    MR.SING_SKIP * largest column norm of ``Theta_z``): the well-conditioned directions are
+    solved to rounding, while the near-null directions of the (near-singular)
+    configuration keep their interpolated values, which are more accurate there than a
+    Newton solution (error up to tol / sigma_min; the velocities and the energy at a
+    near-singular position are very sensitive to it).  ``zd`` solves the velocity problem.
+    Output only: the integration continues from the end node.
+
+    Returns (status, residual, bad, potential energy); the kinematics of the state are
+    left in ``ws``."""
+    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, hh, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
+            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    n = z0.shape[0]
+    d = zi0.shape[0]
+    m = ma.c_type.shape[0]
+    _hermite(s, H, zi0, zdi0, zi1, zdi1, zi)
+    _hermite(s, H, zdi0, a0, zdi1, a1, zdi)
+    _hermite(s, H, z0, zd0, z1, zd1, z)
+    for k in range(d):
+        a[k] = (1.0 - s) * a0[k] + s * a1[k]
+    for k in range(n):
+        zdd[k] = (1.0 - s) * zdd0[k] + s * zdd1[k]
+    zero = np.zeros(n)
+    res = np.zeros(m + d)
+    dx = np.zeros(n)
+    err = 0.0
+    for it in range(4):
+        K.frame_positions(ma, p, z, A, r, u)
+        Z[:, :] = 0.0
+        Zd[:, :] = 0.0
+        K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
+        K.dof_values(ma, p, A, r, Z, Zd, z, zero, zero, hh, hd, hdd)
+        err = 0.0
+        for k in range(m):
+            res[k] = phi[k]
+            err = max(err, abs(phi[k]))
+        for k in range(d):
+            res[m + k] = hh[k] - zi[k]
+            err = max(err, abs(res[m + k]))
+        if not np.isfinite(err):
+            return ST_NONFINITE, err, -1, 0.0
+        if it == 3:
+            break
+        MR.leading_matrix(ma, p, ws)
+        mu = 0.0
+        for j in range(n):
+            c = 0.0
+            for i in range(m + d):
+                c += Th[i, j] * Th[i, j]
+            mu = max(mu, np.sqrt(c))
+        _damped_correction(Th, res, MR.SING_SKIP * mu, dx)
+        for k in range(n):
+            z[k] += dx[k]
+    if err > pos_tol:
+        return ST_POSITION, err, -1, 0.0
+    # velocity problem (eq 19) at the corrected position: a least-squares solve; its
+    # rounding error u |zd| / sigma_min is harmless at velocity level
+    MR.leading_matrix(ma, p, ws)
+    bad = qr_factor(Th, V, beta, Rm, 1e-12)
+    if bad >= 0:
+        return ST_SINGULAR, 0.0, bad, 0.0
+    Z[:, :] = 0.0
+    K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 1, phi)
+    for k in range(m):
+        res[k] = -phi[k]
+    for k in range(d):
+        res[m + k] = zdi[k]
+    qr_solve(V, beta, Rm, res, zd)
+    bad = K.zero_length_spring(ma, p, A, r)
+    if bad >= 0:
+        return ST_ZERO_SPRING, 0.0, bad, 0.0
+    Vp = MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+    return OK, 0.0, -1, Vp
+
+
+
+# ----------------------------------------------------------------------------------------
+# global formulation in natural coordinates
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol, newton_maxit,
+                     pos_tol, pos_maxit, conservative, T_out, Q_out, Z_out, ZD_out, ZDD_out,
+                     ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, STEP_out,
+                     AREF_out):
+    """Fixed-step implicit trapezoidal rule on the independent coordinates, global
+    formulation in natural coordinates: the unknown ``a = zdd^i_{n+1}``, the update
+    (:func:`trapezoidal_update`), the Newton acceptance tests (:func:`correction_converged`,
+    :func:`at_noise_floor`) and the iteration matrix (:func:`iteration_matrix`, with the
+    force-element derivatives projected with ``R``; ``M`` is constant) are those of
+    :func:`integrate_semirecursive`.  No step merging or sub-stepping: a failure ends the
+    run.  Returns (status, step, t, value, bad).
+    """
+    N = q0.shape[0]
+    d = zi0.shape[0]
+    ws = G.make_ws(ga)
+    sc = ws.sc
+    aref = aref0.copy()
+    q = q0.copy()
+    qd = np.zeros(N)
+    qddb = np.zeros(N)
+    qdd = np.zeros(N)
+    Rphi = np.zeros((N, d))
+    Q = np.zeros(N)
+    M = np.zeros((N, N))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    Tm = np.zeros((d, d))
+    Mb = np.zeros((d, d))
+    Kb = np.zeros((d, d))
+    Cb = np.zeros((d, d))
+    zi = zi0.copy()
+    zdi = zdi0.copy()
+    res = np.zeros(d)
+    zero = np.zeros(N)
+    zp = np.zeros(p.shape[0])
+    dQk = np.zeros(N)
+    dQc = np.zeros(N)
+    rn = 0.0
+    t = t0
+    st, it, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
+    if st != OK:
+        return st, 0, t, err, bad
+    st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+    if st != OK:
+        return st, 0, t, 0.0, bad
+    bad = G.zero_length_spring(ga, ma, p, q)
+    if bad >= 0:
+        return ST_ZERO_SPRING, 0, t, 0.0, bad
+    Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+    projected_matrix(Rphi, M, Mb)
+    a, ok = LA.lu_solve_small(Mb, Rphi.T @ (Q - M @ qddb))
+    if not ok:
+        return ST_MASS, 0, t, 0.0, -1
+    qdd[:] = qddb + Rphi @ a
+    G.record_row(ga, ma, p, ws, 0, t, q, qd, qdd, zi, zdi, a, 0, Vpot, conservative, M, aref,
+                 T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
+                 VVIOL_out, IT_out, E_out, AREF_out)
+    for k0 in range(nsteps):
+        an = a.copy()
+        zin = zi.copy()
+        zdin = zdi.copy()
+        t = t0 + k0 * h + h
+        q += h * qd + 0.5 * h * h * qdd
+        dnorm = np.inf
+        rbest = np.inf
+        converged = False
+        iters = 0
+        for it in range(newton_maxit + 1):
+            trapezoidal_update(zin, zdin, an, a, h, zi, zdi)
+            st, pit, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol,
+                                                 pos_maxit, True)
+            if st != OK:
+                return st, k0 + 1, t, err, bad
+            st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+            if st != OK:
+                return st, k0 + 1, t, 0.0, bad
+            bad = G.zero_length_spring(ga, ma, p, q)
+            if bad >= 0:
+                return ST_ZERO_SPRING, k0 + 1, t, 0.0, bad
+            qdd[:] = qddb + Rphi @ a
+            Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+            transpose_times(Rphi, M @ qdd - Q, res)
+            rn = maxabs(res)
+            if d == 0:
+                converged = True
+                break
+            if not np.isfinite(rn):
+                return (ST_NONFINITE if it == 0 else ST_NEWTON), k0 + 1, t, rn, -1
+            anorm = 1.0 + maxabs(a)
+            if at_noise_floor(it, dnorm, rn, rbest, anorm):
+                converged = True
+                iters = it + 1
+                break
+            rbest = min(rbest, rn)
+            if it == newton_maxit:
+                break
+            if it == 0:
+                projected_matrix(Rphi, M, Mb)
+                for j in range(d):
+                    rj = np.ascontiguousarray(Rphi[:, j])
+                    G.force_tangent(ga, ma, p, t, q, qd, rj, zero, zp, aref, sc, dQk)
+                    G.force_tangent(ga, ma, p, t, q, qd, zero, rj, zp, aref, sc, dQc)
+                    # Kbar = -R^T dQ/dq R, Cbar = -R^T dQ/dqd R (M is constant)
+                    for i in range(d):
+                        sk = 0.0
+                        sc_ = 0.0
+                        for k in range(N):
+                            sk += Rphi[k, i] * dQk[k]
+                            sc_ += Rphi[k, i] * dQc[k]
+                        Kb[i, j] = -sk
+                        Cb[i, j] = -sc_
+                iteration_matrix(Mb, Cb, Kb, 0.5 * h, 0.25 * h * h, Tm)
+            da, ok = LA.lu_solve_small(Tm, -res)
+            if not ok:
+                return ST_MASS, k0 + 1, t, 0.0, -1
+            dnorm = maxabs(da)
+            if correction_converged(dnorm, newton_tol, anorm):
+                converged = True
+                iters = it + 1
+                break
+            for k in range(d):
+                a[k] += da[k]
+        if not converged:
+            return ST_NEWTON, k0 + 1, t, rn, -1
+        STEP_out[k0 + 1, 0] = 1
+        STEP_out[k0 + 1, 1] = 1
+        G.record_row(ga, ma, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot,
+                     conservative, M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out,
+                     ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
+    return OK, nsteps, t, 0.0, -1
+

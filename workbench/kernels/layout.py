@@ -1,0 +1,272 @@
+"""The compiled, immutable array form of a model, as handed to the numba kernels.
+
+:func:`ModelArrays` builds the flat numpy arrays of a model into one numba *StructRef*
+(:class:`KernelArrays`).  All numeric data that can be bound to a design parameter live in
+the *field vector* ``p`` and are read through index arrays, so a parameter change is a
+change of ``p`` only and derivatives with respect to parameters are derivatives with
+respect to entries of ``p``.
+
+Why a StructRef and not a named tuple: numba passes a tuple argument by value, flattened
+into its arrays, and reference-counts every member array on each call that LLVM does not
+inline.  With ~40 arrays that cost ~0.8 us per kernel call (measured: a point-kinematics
+call 1.4 us through the tuple, 0.01 us through a StructRef), which dominated the time
+step.  A StructRef is passed as one pointer.  Python code reads the fields as attributes
+as before (they are served from the named-tuple copy kept on the proxy).
+
+Reference counts.  numba counts the references of every array it passes to a kernel that
+LLVM does not inline and of every view it takes (an atomic increment and decrement of the
+buffer's memory-info record, a pipeline-serialising ``lock`` instruction each): in the
+hot loops they took about half of the time (measured with ``perf`` on the five-bar step
+Jacobians).  Hence three helpers for the kernels:
+
+* :func:`borrowed` / :func:`borrow`: views without a memory-info pointer, for which
+  ``NRT_incref``/``NRT_decref`` return at once.  The StructRef's arrays are borrowed
+  from the proxy's named tuple (which owns them for as long as the proxy lives: the
+  kernels never keep or return the StructRef); the integrator, the step-Jacobian rows and
+  the sweep recursions borrow their inputs (owned by the caller for the call) and their
+  work arrays (owned by the kernel, kept alive to its end by :func:`keepalive`);
+* :func:`scratch`: constant-shape temporaries on the stack instead of ``np.empty``.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from numba import njit, typeof, types
+from numba.core import cgutils
+from numba.experimental import structref
+from numba.extending import intrinsic, overload
+from numba.np.arrayobj import populate_array
+
+# frame (tree node) types
+FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
+# primitive constraint equation types
+C_PTCOMP, C_DOTVV, C_DOTVP, C_DIST, C_DRIVE = 0, 1, 2, 3, 4
+# degree-of-freedom kinds
+DOF_COORD, DOF_POINT = 0, 1
+# time-function kinds
+TF_CONST, TF_POLY, TF_SINE, TF_SMOOTHSTEP, TF_STEPS = 0, 1, 2, 3, 4
+# applied load kinds
+AF_FORCE, AF_TORQUE = 0, 1
+
+ModelArraysTuple = namedtuple(
+    "ModelArraysTuple",
+    [
+        "p",            # float[nfield]: numeric fields (geometry, inertia, force data)
+        "gravity",      # float[3]
+        "planar",       # int: 1 for planar models
+        # frames (tree nodes); parents come before children
+        "fr_parent", "fr_type", "fr_coord", "fr_off", "fr_axis", "fr_C",
+        "fr_body",      # int[nf]: body attached to the frame or -1
+        # bodies
+        "b_frame", "b_org", "b_mass", "b_com", "b_inr",
+        # points (body -1 = ground, coordinates in the body frame) and unit vectors
+        "pt_body", "pt_fld", "vc_body", "vc_val",
+        # primitive constraint equations
+        "c_type", "c_i", "c_fld",
+        # degrees of freedom
+        "dof_type", "dof_i",
+        # point-to-point spring-dampers
+        "sp_pt", "sp_k", "sp_c", "sp_L0",
+        # joint spring-dampers
+        "js_coord", "js_k", "js_c", "js_z0",
+        # applied forces / torques f(t) d: kind, point (force) or body (torque), first of
+        # the three fields of the direction d in p, time function f
+        "af_type", "af_idx", "af_dfld", "af_tf",
+        # time functions: kind, first field of the coefficients in p, number of fields
+        # (the coefficients are consecutive fields, see TimeFunction.fields)
+        "tf_kind", "tf_fld", "tf_n",
+        # tire-ground contacts (workbench/workbench.forces.tire.py): wheel-centre point, spin-axis
+        # vector,
+        # first of the TY_NPAR consecutive parameter fields in p
+        "ty_pt", "ty_vc", "ty_par",
+        # road: (first field, number of fields) of the road array in p (length 0: flat z=0)
+        "rd_fld",
+    ],
+)
+
+
+@structref.register
+class ModelArraysType(types.StructRef):
+    """Numba type of :class:`KernelArrays` (one field per entry of ModelArraysTuple)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class KernelArrays(structref.StructRefProxy):
+    """Python handle of the kernel arrays: passed to the numba kernels as one pointer;
+    attribute access and iteration read the named-tuple copy ``tuple``."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.tuple, name)
+
+    def __iter__(self):
+        return iter(self.tuple)
+
+    def __reduce__(self):
+        return (_from_tuple, (tuple(self.tuple),))
+
+
+structref.define_boxing(ModelArraysType, KernelArrays)
+
+_CTORS: dict = {}
+
+
+@intrinsic
+def borrowed(typingctx, arr):
+    """A view of the array ``arr`` without a memory-info pointer (numba's reference count
+    of the buffer): reading it from a StructRef or passing it to a kernel then costs no
+    atomic increment/decrement (``NRT_incref`` returns at once for a null pointer).  The
+    owner of the buffer must outlive every use of the view."""
+    if not isinstance(arr, types.Array):
+        return None
+    sig = arr(arr)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        src = context.make_array(aryty)(context, builder, value=args[0])
+        dst = context.make_array(aryty)(context, builder)
+        populate_array(dst, data=src.data, shape=src.shape, strides=src.strides,
+                       itemsize=src.itemsize, meminfo=None, parent=None)
+        return dst._getvalue()
+
+    return sig, codegen
+
+
+_SCRATCH: dict = {}
+
+
+def scratch(*shape):
+    """A kernel helper that returns a C-contiguous float64 array of the constant ``shape``
+    on the stack of the kernel that calls it (uninitialised; no allocation, no reference
+    count: ``_B = scratch(3, 6, 3)`` at module level, ``B = _B()`` in the kernel).  For
+    the small fixed-size temporaries of the hot kernels; the array must not leave the
+    kernel that created it (not returned, not stored)."""
+    shape = tuple(int(k) for k in shape)
+    fn = _SCRATCH.get(shape)
+    if fn is not None:
+        return fn
+    size = 1
+    for k in shape:
+        size *= k
+    aryty = types.Array(types.float64, len(shape), "C")
+    strides = []
+    acc = 8
+    for k in reversed(shape):
+        strides.insert(0, acc)
+        acc *= k
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        ptr = cgutils.alloca_once(builder, context.get_value_type(types.float64),
+                                  size=size)
+        ary = context.make_array(aryty)(context, builder)
+        populate_array(ary, data=ptr,
+                       shape=cgutils.pack_array(builder, [intp(k) for k in shape]),
+                       strides=cgutils.pack_array(builder, [intp(k) for k in strides]),
+                       itemsize=intp(8), meminfo=None, parent=None)
+        return ary._getvalue()
+
+    def typer(typingctx):
+        return aryty(), codegen
+
+    typer.__name__ = "scratch_" + "x".join(str(k) for k in shape)
+    fn = _SCRATCH[shape] = intrinsic(typer)
+    return fn
+
+
+def borrow(x):
+    """``x`` with every array in it (nested tuples too) replaced by its :func:`borrowed`
+    view; other values unchanged.  For numba kernels only."""
+    raise NotImplementedError("borrow is a numba kernel helper")
+
+
+@overload(borrow)
+def _borrow_impl(x):
+    if isinstance(x, types.Array):
+        return lambda x: borrowed(x)
+    if isinstance(x, types.BaseNamedTuple):
+        # a named workspace stays named (its fields are read by name in the kernels)
+        src = ("def impl(x):\n    return cls("
+               + "".join(f"borrow(x[{i}]), " for i in range(len(x))) + ")\n")
+        ns = {"borrow": borrow, "cls": x.instance_class}
+        exec(src, ns)
+        return ns["impl"]
+    if isinstance(x, types.BaseTuple):
+        src = ("def impl(x):\n    return ("
+               + "".join(f"borrow(x[{i}]), " for i in range(len(x))) + ")\n")
+        ns = {"borrow": borrow}
+        exec(src, ns)
+        return ns["impl"]
+    return lambda x: x
+
+
+@intrinsic
+def keepalive(typingctx, x):
+    """A use of ``x`` that emits no code: the owner of :func:`borrowed` views lives (is
+    not released by numba) until this point of the kernel."""
+    sig = types.none(x)
+
+    def codegen(context, builder, signature, args):
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _constructor(kinds, tuple_cls=None, st_cls=None):
+    """A jitted constructor for one combination of field types (compiled once per
+    process; the kernels themselves are cached on disk)."""
+    tuple_cls = ModelArraysTuple if tuple_cls is None else tuple_cls
+    st_cls = ModelArraysType if st_cls is None else st_cls
+    key = (st_cls, kinds)
+    ctor = _CTORS.get(key)
+    if ctor is None:
+        st_type = st_cls(list(zip(tuple_cls._fields, kinds)))
+        names = tuple_cls._fields
+        src = (f"def ctor({', '.join(names)}):\n    st = new(T)\n"
+               + "".join(f"    st.{n} = {'b(' + n + ')' if isinstance(k, types.Array) else n}\n"
+                         for n, k in zip(names, kinds)) + "    return st\n")
+        ns = {"new": structref.new, "T": st_type, "b": borrowed}
+        exec(src, ns)
+        ctor = _CTORS[key] = njit(ns["ctor"])
+    return ctor
+
+
+def struct_from_tuple(tup, st_cls):
+    """One StructRef (numba type ``st_cls``, boxed to its registered proxy) holding the
+    fields of the named tuple ``tup`` (arrays made read-only); the proxy serves Python
+    attribute reads from ``tup``."""
+    for v in tup:
+        if hasattr(v, "flags"):
+            v.flags.writeable = False      # immutable: the kernels see read-only arrays
+    kinds = tuple(typeof(v) for v in tup)
+    obj = _constructor(kinds, type(tup), st_cls)(*tup)
+    obj.__dict__["tuple"] = tup
+    return obj
+
+
+def replicas(obj, k):
+    """``k`` StructRefs holding the same arrays as ``obj`` (a proxy of
+    :func:`struct_from_tuple`), ``obj`` first; the others are made once and kept on
+    ``obj``.  For kernels that run at the same time on different threads: numba
+    increments and decrements the StructRef's reference count (an atomic operation on
+    its memory-info record) around kernel calls, and two cores doing so on one record
+    bounce its cache line between them (two simulations of one model on two threads ran
+    8-19 % slower with one StructRef than with two)."""
+    reps = obj.__dict__.setdefault("_replicas", [obj])
+    while len(reps) < k:
+        reps.append(struct_from_tuple(obj.tuple, type(typeof(obj))))
+    return tuple(reps[:k])
+
+
+def _from_tuple(values) -> KernelArrays:
+    return struct_from_tuple(ModelArraysTuple(*values), ModelArraysType)
+
+
+def ModelArrays(**fields) -> KernelArrays:
+    """Kernel arrays from keyword fields (the names of :data:`ModelArraysTuple`)."""
+    tup = ModelArraysTuple(**fields)
+    return _from_tuple(tuple(tup))
