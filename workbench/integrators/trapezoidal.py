@@ -498,8 +498,8 @@ def _dense_output(ma, p, form, t, s, H, a0, zi0, zdi0, z0, zd0, zdd0, a1, zi1, z
 
     Returns (status, residual, bad, potential energy); the kinematics of the state are
     left in ``ws``."""
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, hh, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
-            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    A, r, u, Z, Zd, phi, hh, hd, hdd = ws.A, ws.r, ws.u, ws.Z, ws.Zd, ws.phi, ws.h, ws.hd, ws.hdd
+    Th, V, beta, Rm = ws.Th, ws.V, ws.beta, ws.Rm
     n = z0.shape[0]
     d = zi0.shape[0]
     m = ma.c_type.shape[0]

@@ -20,6 +20,8 @@ import numpy as np
 from numba import njit
 
 from workbench.forces import tire as TY
+# the reference-point codes of this family, read by the kernels and as MR.FORM_COM, ...
+from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.linalg import maxabs, projected_matrix, qr_factor, qr_solve
@@ -56,8 +58,6 @@ SING_SKIP = 3e-5
 SING_DOF_SHARE = 0.1
 SING_DIAG = 1e-3
 
-from workbench.formulations.interface import FORM_COM  # noqa: E402,F401  (codes of this family)
-from workbench.formulations.interface import FORM_ORIGIN
 
 # ----------------------------------------------------------------------------------------
 # dense least squares (Householder QR), small sizes
@@ -247,13 +247,9 @@ def leading_matrix(ma, p, ws):
 def factor_theta(ma, p, z, ws):
     """Position kinematics at ``z`` and the QR factorisation of ``Theta_z = [Phi_z; B]``
     left in ``ws``.  Returns the first rank-deficient column or -1."""
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.Th, ws.V,
-            ws.beta, ws.Rm)
-    n = z.shape[0]
-    m = ma.c_type.shape[0]
-    K.frame_positions(ma, p, z, A, r, u)
+    K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
     leading_matrix(ma, p, ws)
-    return qr_factor(Th, V, beta, Rm, 1e-12)
+    return qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
 
 
 @njit(cache=True)
@@ -266,8 +262,8 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
     re-evaluated.  Returns (status, iterations, residual, bad column).  On return with
     status OK the position kinematics in ``ws`` correspond to the final ``z``.
     """
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
-            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    A, r, u, Z, Zd, phi, h, hd, hdd = ws.A, ws.r, ws.u, ws.Z, ws.Zd, ws.phi, ws.h, ws.hd, ws.hdd
+    Th, V, beta, Rm = ws.Th, ws.V, ws.beta, ws.Rm
     n = z.shape[0]
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
@@ -328,8 +324,7 @@ def factor_r(ma, p, z, Rphi, ws):
     ``R^Phi`` = the last ``d`` columns of ``Theta_z^{-1}`` (seed 001 eq 16).
 
     Returns (status, bad column)."""
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.Th, ws.V,
-            ws.beta, ws.Rm)
+    Th, V, beta, Rm = ws.Th, ws.V, ws.beta, ws.Rm
     n = z.shape[0]
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
@@ -354,8 +349,9 @@ def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
     """Velocity problem (eq 19) and particular accelerations (eq 21 with ``zdd^i = 0``)
     with the factorisation of ``Theta_z`` left in ``ws`` by :func:`factor_r` at this
     position."""
-    A, r, u, bcol, Z, Zd, Th, V, beta, Rm, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z,
-            ws.Zd, ws.Th, ws.V, ws.beta, ws.Rm, ws.phi, ws.h, ws.hd, ws.hdd)
+    A, r, u, bcol, Z, Zd, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.phi,
+                                             ws.h, ws.hd, ws.hdd)
+    V, beta, Rm = ws.V, ws.beta, ws.Rm
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
     zero = ws.zero_n
