@@ -17,8 +17,6 @@ from workbench.formulations.semirecursive import SR_COM, SR_ORIGIN
 
 #: every formulation by name
 REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL)}
-FORMULATIONS = {name: f.code for name, f in REGISTRY.items()}
-FORMULATION_LABEL = {name: f.label for name, f in REGISTRY.items()}
 
 
 class UnknownFormulationError(ModelError, ValueError):
@@ -39,6 +37,6 @@ def formulation_code(name: str) -> int:
     return get(name).code
 
 
-__all__ = ["REGISTRY", "FORMULATIONS", "FORMULATION_LABEL", "Formulation", "get",
+__all__ = ["REGISTRY", "Formulation", "get",
            "formulation_code", "POS_TOL", "POS_MAXIT", "FORM_COM", "FORM_ORIGIN",
            "FORM_GLOBAL", "UnknownFormulationError"]

@@ -27,7 +27,9 @@ class Formulation:
     take, and what the layers above need to know of it.
 
     ``family`` names the kernel family that implements it; each layer above keeps one entry
-    per family (never one per formulation name):
+    per family, never one per formulation name (``FAMILY_RUNS`` in
+    :mod:`workbench.integrators.simulation`, ``FAMILY_SWEEPS`` in
+    :mod:`workbench.sensitivities.sweeps`):
 
     * to the integrator (:mod:`workbench.integrators.simulation`): the fixed-step implicit
       trapezoidal rule on the family's step residual (semi-recursive: ``R^T tau(z, zd, zdd)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.errors import SingularConfigurationError
-from workbench.formulations import FORMULATION_LABEL, POS_MAXIT, POS_TOL, formulation_code
+from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.semirecursive import matrixr as MR
@@ -182,7 +182,7 @@ class SimulationResult:
         return {
             "model": self.model,
             "formulation": self.formulation,
-            "formulation_label": FORMULATION_LABEL[self.formulation],
+            "formulation_label": get_formulation(self.formulation).label,
             "t_end": float(self.t[-1]),
             "dt": self.dt,
             "steps": self.steps,
@@ -352,13 +352,6 @@ def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, new
     return job.result()
 
 
-def _run_global(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
-                newton_maxit, resume, kofs, keep_states) -> SimulationResult:
-    # the natural-coordinate loop starts from the model's initial state; it has no
-    # restarts (resume, kofs) and keeps no states (Formulation.checkpointing/keeps_states)
-    return _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit)
-
-
 class RunJob:
     """One semi-recursive integration (:func:`integrate_steps`) split into its parts: the output
     arrays (allocated here), :meth:`integrate` (the kernel, which releases the GIL: it may
@@ -439,9 +432,13 @@ def raise_global_singular(cm, bad: int, t: float, ctx: str):
         "a poor choice of degrees of freedom)", t, [])
 
 
-def _simulate_global(cm, t0, dt, nsteps, newton_tol, newton_maxit) -> SimulationResult:
+def _run_global(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """The natural-coordinate loop from the model's initial state (it has no restarts,
+    ``resume``/``kofs``, and keeps no states: :attr:`Formulation.checkpointing`,
+    :attr:`Formulation.keeps_states`)."""
     (st, step, t, value, bad), o = _run_natural(cm, t0, dt, nsteps, newton_tol,
-                                                   newton_maxit, POS_TOL, POS_MAXIT)
+                                                newton_maxit, POS_TOL, POS_MAXIT)
     ctx = f"model {cm.name!r} (global)" + (" (initial state)" if step == 0 else f", step {step}")
     if st == MR.ST_SINGULAR and bad >= 0:
         raise_global_singular(cm, bad, t, ctx)
