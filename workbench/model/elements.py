@@ -40,7 +40,7 @@ import numpy as np
 
 from workbench.errors import ModelError
 from workbench.kernels.scalar import smoothstep as smoothstep_kernel
-from workbench.model.units import dimension_of, to_si
+from workbench.model.units import UNITS, dimension_of, to_si
 
 GROUND = "ground"
 
@@ -95,7 +95,6 @@ def _coef_value(v, values, label: str) -> float:
     if isinstance(v, float):
         return v
     if isinstance(v, dict):
-        from workbench.model.units import UNITS
         unit = str(v["unit"]).strip()
         if unit not in UNITS:
             raise ModelError(f"{label}: unknown unit {v['unit']!r}")
