@@ -39,3 +39,10 @@ def test_a_formulation_without_checkpointing_refuses_checkpoint_steps():
     with pytest.raises(ValueError, match="checkpoint"):
         wb.sensitivity("five-bar", t_end=0.01, dt=1e-3, formulation="global",
                        checkpoint_steps=5)
+
+
+def test_state_terms_refuses_a_formulation_of_another_family_naming_it():
+    from workbench.formulations.semirecursive.state import state_terms
+    cm = wb.catalog.load("pendulum").compile()
+    with pytest.raises(ModelError, match="'global'.*natural family"):
+        state_terms(cm, formulation="global")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.errors import AssemblyError, ModelError
-from workbench.formulations import FORM_GLOBAL, POS_MAXIT, POS_TOL, formulation_code
+from workbench.formulations import POS_MAXIT, POS_TOL, get
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
 
@@ -31,11 +31,12 @@ def state_terms(cm, t: float = 0.0, zi=None, zdi=None, z_guess=None,
                 formulation: str = "sr-com") -> StateTerms:
     """Solve the position and velocity problems at ``(t, z^i, zd^i)`` and evaluate
     ``Mbar = R^T M R`` and ``Qbar`` with the chosen formulation."""
-    form = formulation_code(formulation)
-    if form == FORM_GLOBAL:
-        raise ModelError("state_terms: the global formulation has its own state kernels "
-                         "(workbench.formulations.natural.kernels); use formulation 'sr-com' or "
-                         "'sr-origin'")
+    fm = get(formulation)
+    if fm.family != "semirecursive":
+        raise ModelError(f"state_terms: the {formulation!r} formulation has its own state "
+                         f"kernels ({fm.family} family); use a semi-recursive formulation "
+                         f"('sr-com' or 'sr-origin')")
+    form = fm.code
     zi = cm.zi0 if zi is None else np.asarray(zi, dtype=float)
     zdi = cm.zdi0 if zdi is None else np.asarray(zdi, dtype=float)
     z0 = cm.z_guess if z_guess is None else np.asarray(z_guess, dtype=float)
