@@ -15,9 +15,10 @@ adjoint method.  Each method's Jacobian is computed once per design (a direct sw
 carries all parameter directions at once, an adjoint sweep all objectives at once) and
 then contracted with OpenMDAO's seeds.
 
-Analysis failures of the simulation (Newton divergence, a singular configuration at a
-trial design, an unassemblable configuration, non-finite values) are raised as
-``openmdao.api.AnalysisError`` carrying the original message, so drivers can back off.
+Analysis failures of a trial design (Newton divergence, a singular configuration, an
+unassemblable configuration, non-finite values, a non-physical design such as a negative
+inertia) are raised as ``openmdao.api.AnalysisError`` carrying the original message, so
+that a driver can back off (:mod:`studies.recording` does).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from openmdao.utils.units import valid_units
 
 from workbench.compiled.build import CompiledModel
 from workbench.compiled.parameters import parameter_columns
-from workbench.errors import ModelError, SimulationError, UnknownNameError
+from workbench.errors import ModelError, UnknownNameError, WorkbenchError
 from workbench.formulations import REGISTRY
 from workbench.formulations import get as get_formulation
 from workbench.formulations.semirecursive import matrixr as MR
@@ -130,13 +131,14 @@ class _Base(om.ExplicitComponent):
             try:
                 cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
                 meta = getattr(cm.model, "meta", {}) or {}
-                t_end = self.options["t_end"] or meta.get("t_end", 1.0)
-                dt = self.options["dt"] or meta.get("dt", 1e-3)
+                t_end = (self.options["t_end"] if self.options["t_end"] is not None
+                         else meta.get("t_end", 1.0))
+                dt = self.options["dt"] if self.options["dt"] is not None else meta.get("dt", 1e-3)
                 sim = simulate(cm, t_end, dt, self.options["formulation"],
                                keep_states=_keep_states(cm, t_end, dt,
                                                         self.options["formulation"]))
                 psi = objective_values(sim, self._wb_co)
-            except SimulationError as exc:
+            except WorkbenchError as exc:
                 raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
             self.n_simulations += 1
             self._wb_sims[x] = (cm, sim, psi)
@@ -156,7 +158,7 @@ class _Base(om.ExplicitComponent):
                                   variant=self.options["variant"],
                                   formulation=self.options["formulation"],
                                   t_end=float(sim.t[-1]), dt=sim.dt, simulation=sim)
-            except SimulationError as exc:
+            except WorkbenchError as exc:
                 raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
             self._wb_cache[key] = res
         return self._wb_cache[key]
@@ -246,7 +248,7 @@ class StaticResponse(om.ExplicitComponent):
             try:
                 cm = self._wb_cm.with_parameters(dict(zip(self._wb_names, x)))
                 res = static_responses(cm, self.options["responses"], list(self._wb_names))
-            except SimulationError as exc:
+            except WorkbenchError as exc:
                 raise om.AnalysisError(f"{self.pathname}: {exc}") from exc
             self.n_equilibria += 1
             self._wb_cache[x] = res

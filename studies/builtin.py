@@ -40,8 +40,8 @@ def _baseline(spec: StudySpec) -> dict:
             continue
         meta = getattr(cm.model, "meta", {}) or {}
         co = resolve_objectives(cm, case.objectives)
-        sim = simulate(cm, case.t_end or meta.get("t_end", 1.0), case.dt or meta.get("dt", 1e-3),
-                       spec.formulation)
+        sim = simulate(cm, case.t_end if case.t_end is not None else meta.get("t_end", 1.0),
+                       case.dt if case.dt is not None else meta.get("dt", 1e-3), spec.formulation)
         out.update({case.output(r): float(v) for r, v in zip(co.names,
                                                              objective_values(sim, co))})
     return out

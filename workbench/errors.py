@@ -93,3 +93,10 @@ class SensitivityError(SimulationError):
     def __init__(self, message: str, time: float | None = None, step: int = -1):
         self.step = step
         super().__init__(message, time)
+
+
+class StudyError(WorkbenchError):
+    """An optimisation study cannot start or cannot go on: bad study input (bounds, option
+    values), an existing recording that would be overwritten, a recording that cannot be
+    resumed, a baseline design whose analysis fails, or too many failed designs in a row.
+    The message names the study, the option or the design."""

@@ -369,7 +369,57 @@ class CompiledModel:
         return sorted({self.coord_joint[c] for c in cols if 0 <= c < self.n})
 
 
+#: relative tolerance of the inertia checks (rounding of tensors computed from geometry)
+INERTIA_RTOL = 1e-9
+
+
+def check_inertia(body: str, v, planar: bool) -> None:
+    """ModelError unless the centroidal inertia ``(Ixx, Iyy, Izz, Ixy, Ixz, Iyz)`` of
+    ``body`` is physical: a symmetric positive semi-definite tensor whose principal moments
+    satisfy the triangle inequality ``I1 + I2 >= I3`` (every rigid mass distribution does).
+    A planar model uses only ``Izz``, which must not be negative."""
+    v = np.asarray(v, dtype=float)
+    if planar:
+        if v[2] < 0:
+            raise ModelError(f"body {body!r}: negative moment of inertia Izz = {v[2]:g}")
+        return
+    J = np.array([[v[0], v[3], v[4]], [v[3], v[1], v[5]], [v[4], v[5], v[2]]])
+    lam = np.linalg.eigvalsh(J)
+    tol = INERTIA_RTOL * max(1.0e-300, float(np.abs(lam).max()))
+    if lam[0] < -tol:
+        raise ModelError(f"body {body!r}: inertia tensor (Ixx, Iyy, Izz, Ixy, Ixz, Iyz) = "
+                         f"{tuple(float(x) for x in v)} is not positive semi-definite "
+                         f"(principal moments {', '.join(f'{x:.4g}' for x in lam)})")
+    if lam[0] + lam[1] < lam[2] - tol:
+        raise ModelError(f"body {body!r}: principal moments of inertia "
+                         f"{', '.join(f'{x:.4g}' for x in lam)} violate the triangle "
+                         f"inequality I1 + I2 >= I3 that every rigid body satisfies")
+
+
+def check_planar_joint(j) -> None:
+    """ModelError unless tree joint ``j`` of a planar model keeps the motion in the x-y
+    plane: revolute axes along z, prismatic axes in the plane."""
+    if j.type not in ("revolute", "prismatic", "fixed"):
+        raise ModelError(f"joint {j.name!r}: a {j.type} joint does not belong in a planar "
+                         "model (revolute, prismatic or fixed only)")
+    if j.type == "fixed" or not isinstance(j.axis, (list, tuple, np.ndarray)):
+        return
+    a = np.asarray(j.axis, dtype=float)
+    a = a / np.linalg.norm(a)
+    if j.type == "revolute" and abs(abs(a[2]) - 1.0) > 1e-9:
+        raise ModelError(f"joint {j.name!r}: revolute axis {tuple(a)} leaves the plane of "
+                         "this planar model (it must be along z)")
+    if j.type == "prismatic" and abs(a[2]) > 1e-9:
+        raise ModelError(f"joint {j.name!r}: prismatic axis {tuple(a)} leaves the plane of "
+                         "this planar model (its z component must be 0)")
+
+
 def compile_model(model: Model, overrides: dict) -> CompiledModel:
+    if not model.bodies:
+        raise ModelError(f"model {model.name!r} has no bodies: nothing to simulate")
+    if model.planar:
+        for j in model.joints.values():
+            check_planar_joint(j)
     B = _Builder(model, overrides)
     order = _tree_order(model)
     # body indices: in tree order (ground = -1)
@@ -616,6 +666,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
     for bi, bname in enumerate(bodies):
         if p[b_mass[bi]] < 0:
             raise ModelError(f"body {bname!r}: negative mass {p[b_mass[bi]]}")
+        check_inertia(bname, p[b_inr[bi]:b_inr[bi] + 6], model.planar)
     for ti, ty in enumerate(model.tires.values()):
         vals = dict(zip(tire_keys, p[ty_par[ti]:ty_par[ti] + TY_NPAR]))
         for key in ("radius", "v_eps", "depth_ramp", "force_ramp"):
