@@ -100,3 +100,8 @@ class StudyError(WorkbenchError):
     values), an existing recording that would be overwritten, a recording that cannot be
     resumed, a baseline design whose analysis fails, or too many failed designs in a row.
     The message names the study, the option or the design."""
+
+
+class OptionError(WorkbenchError, ValueError):
+    """A run option has a value that cannot work (a time step that is not positive, an end
+    time before the start or shorter than one step); the message names the option."""

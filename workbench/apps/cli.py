@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from workbench import __version__
+from workbench.apps.progress import compile_report, simulation_bar, watch_compilation
 from workbench.apps.vehicle import prepare as _prepare
 from workbench.errors import UnknownNameError, WorkbenchError
 from workbench.formulations import REGISTRY, formulation_code
@@ -69,6 +70,12 @@ REPRODUCE_RUNS = (
 REPRODUCE_ALL_BUGGY = ("buggy-dlc",)
 #: ``workbench reproduce`` writes the history every this many seconds (at most).
 REPRODUCE_HISTORY_INTERVAL = 0.01
+#: ``workbench simulate`` writes the history every this many seconds by default
+#: (``--history-stride 1``: every step)
+SIMULATE_HISTORY_INTERVAL = 0.01
+#: default output folder of user runs (``simulate``, ``study``): never ``reports/``, whose
+#: content is the published output of the main job and of the shipped studies
+RUNS_DIR = "runs"
 
 MODEL_SUFFIXES = (".toml", ".json")
 
@@ -223,10 +230,14 @@ def _json_safe(obj):
 
 def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | None = None,
                    formulation: str = "sr-com", parameters: dict | None = None,
-                   options: dict | None = None, history_stride: int = 1,
-                   plot: bool = True, warm_up: bool = True) -> dict:
+                   options: dict | None = None, history_stride: int | None = 1,
+                   plot: bool = True, warm_up: bool = True, progress: bool = False) -> dict:
     """Load, simulate and write ``history.csv``, ``plot.png`` and ``summary.json`` to
-    ``out_dir``.  Returns the summary dictionary (also written as JSON)."""
+    ``out_dir``.  Returns the summary dictionary (also written as JSON).
+
+    ``history_stride`` writes every k-th step (None: every
+    :data:`SIMULATE_HISTORY_INTERVAL` seconds of simulated time); ``progress`` draws a
+    progress bar on a terminal."""
 
     formulation_code(formulation)            # fail early on a bad name
     t_start = time.perf_counter()
@@ -242,8 +253,15 @@ def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | N
         w0 = time.perf_counter()
         simulate(cm, t_end=dt, dt=dt, formulation=formulation)
         warmup = time.perf_counter() - w0
-    result = simulate(cm, t_end=t_end, dt=dt, formulation=formulation)
+    bar = simulation_bar(f"{model.name}") if progress else None
+    try:
+        result = simulate(cm, t_end=t_end, dt=dt, formulation=formulation, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     total = time.perf_counter() - t_start
+    if history_stride is None:
+        history_stride = max(1, int(round(SIMULATE_HISTORY_INTERVAL / dt)))
 
     summary = result.summary()
     span = float(result.t[-1] - result.t[0])
@@ -429,22 +447,23 @@ def _add_simulate(sub):
                    help=f"time step in s (default: the model's, else {DEFAULT_DT:g})")
     _add_common_sim_args(p)
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="output directory (default: reports/simulate/MODEL)")
+                   help=f"output directory (default: {RUNS_DIR}/simulate/MODEL)")
     p.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (value in the parameter's own unit); "
                         "repeatable")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="model option, e.g. N=40 for n-four-bar (generator options or "
                         "parameter values); repeatable")
-    p.add_argument("--history-stride", type=_positive_int, default=1, metavar="K",
-                   help="write every K-th step to history.csv (default 1: all)")
+    p.add_argument("--history-stride", type=_positive_int, default=None, metavar="K",
+                   help="write every K-th step to history.csv (1: every step; default: "
+                        f"every {SIMULATE_HISTORY_INTERVAL:g} s of simulated time)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
     p.set_defaults(func=_cmd_simulate)
 
 
 def _default_out(spec: str) -> Path:
     name = Path(spec).stem if _is_model_file(spec) else spec
-    return Path("reports") / "simulate" / name
+    return Path(RUNS_DIR) / "simulate" / name
 
 
 def _cmd_simulate(args) -> int:
@@ -453,7 +472,8 @@ def _cmd_simulate(args) -> int:
     out = Path(args.out) if args.out else _default_out(args.model)
     s = run_simulation(args.model, out, t_end=args.t_end, dt=args.dt,
                        formulation=args.formulation, parameters=parameters, options=options,
-                       history_stride=args.history_stride, plot=not args.no_plot)
+                       history_stride=args.history_stride, plot=not args.no_plot,
+                       progress=True)
     print(f"simulated {s['model']}")
     _print_summary(s, out)
     return 0
@@ -504,7 +524,12 @@ def _cmd_sensitivity(args) -> int:
     print(f"model {res.model!r}, method {res.method} ({res.variant}), formulation "
           f"{res.formulation}, {len(res.t) - 1} steps")
     print(df.to_string(index=False, float_format=lambda x: f"{x:.8g}"))
-    print("timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in res.timings.items()))
+    times = {k: v for k, v in res.timings.items()
+             if isinstance(v, float) and not isinstance(v, bool)}
+    flags = {k: v for k, v in res.timings.items() if k not in times}
+    print("timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in times.items())
+          + "".join(f"; {k}: {'yes' if v is True else 'no' if v is False else v}"
+                    for k, v in flags.items()))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False, float_format="%.12g")
@@ -574,7 +599,8 @@ def _add_reproduce(sub):
                     "then the double-lane-change gradient report DIR/buggy-dlc/ "
                     "(reconstruction; gradients.csv, timings.json, report.md, figures, "
                     "step-size study); 'workbench reproduce buggy-step' writes the "
-                    "step-descent report DIR/buggy-step/ (about 25 minutes).  "
+                    "step-descent report DIR/buggy-step/ (about 2 minutes once the kernels "
+                    "are compiled).  "
                     "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
                     "gradient report, 'workbench reproduce simulate' only the simulations.")
     p.add_argument("target", nargs="?", default="all",
@@ -735,7 +761,7 @@ def _add_bench(sub):
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--formulation", default="sr-com", choices=tuple(REGISTRY))
     p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/bench.json")
-    p.add_argument("--repeat", type=int, default=5,
+    p.add_argument("--repeat", type=_positive_int, default=5,
                    help="each timing is the median of this many runs (default 5)")
     p.set_defaults(func=_cmd_bench)
 
@@ -756,26 +782,37 @@ def _add_study(sub):
     p = sub.add_parser(
         "study", help="run an optimisation study (OpenMDAO, exact gradients)",
         description="Run a shipped study with ScipyOptimizeDriver and analytic gradients, "
-                    "record every driver iteration in DIR/NAME/cases.db and write "
+                    "record every evaluation in DIR/NAME/cases.db as it happens and write "
                     "summary.json, report.md and report.html (with a gradient check and the "
-                    "same run with finite-difference gradients).  Studies: five-bar-design, "
-                    "buggy-suspension.")
+                    "same run with finite-difference gradients).  A design whose analysis "
+                    "fails is recorded and the optimiser steps back; an existing recording "
+                    "is never replaced unless --overwrite is given; --resume continues an "
+                    "interrupted one.  Studies: five-bar-design, buggy-suspension.")
     p.add_argument("name", help="study name")
     p.add_argument("--optimizer", default="SLSQP", choices=("SLSQP", "L-BFGS-B"))
-    p.add_argument("--out", default="reports", metavar="DIR")
+    p.add_argument("--out", default=RUNS_DIR, metavar="DIR",
+                   help=f"output folder (default: {RUNS_DIR}; the shipped reports/ are "
+                        "regenerated with --out reports --overwrite)")
     p.add_argument("--subdir", default=None, metavar="SUB",
                    help="write into DIR/NAME/SUB instead of DIR/NAME (e.g. one folder per "
                         "optimizer)")
-    p.add_argument("--maxiter", type=int, default=50)
-    p.add_argument("--t-end", type=float, default=None)
-    p.add_argument("--dt", type=float, default=None)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--overwrite", action="store_true",
+                      help="replace an existing recording in the output folder")
+    what.add_argument("--resume", action="store_true",
+                      help="continue the interrupted recording in the output folder (same "
+                           "options): recorded evaluations are replayed, not recomputed")
+    p.add_argument("--maxiter", type=_positive_int, default=50)
+    p.add_argument("--t-end", type=_positive("--t-end"), default=None, metavar="T")
+    p.add_argument("--dt", type=_positive("--dt"), default=None, metavar="H")
     p.add_argument("--formulation", default=None, choices=tuple(REGISTRY),
                    help="dynamics formulation (default sr-com)")
     p.add_argument("--no-fd-comparison", action="store_true",
                    help="skip the comparison run with finite-difference gradients")
-    p.add_argument("--starts", type=int, default=1,
+    p.add_argument("--starts", type=_positive_int, default=1,
                    help="K independent starts (Latin hypercube in the bounds) on Dask")
-    p.add_argument("--workers", type=int, default=2, help="local Dask workers (processes)")
+    p.add_argument("--workers", type=_positive_int, default=2,
+                   help="local Dask workers (processes, at least 1)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="join an existing Dask cluster instead of a local one")
     p.set_defaults(func=_cmd_study)
@@ -787,23 +824,26 @@ def _cmd_study(args) -> int:
         raise UnknownNameError("study", args.name, list(STUDIES))
     kw = {k: v for k, v in (("t_end", args.t_end), ("dt", args.dt),
                             ("formulation", args.formulation)) if v is not None}
+    existing = "overwrite" if args.overwrite else "resume" if args.resume else "error"
+    echo = lambda s: print(s, flush=True)                                   # noqa: E731
     if args.starts > 1:
         from studies.multistart import run_multistart
         run_multistart(args.name, args.optimizer, args.starts, workers=args.workers,
                        scheduler=args.scheduler, out=args.out, maxiter=args.maxiter,
-                       echo=lambda s: print(s, flush=True), **kw)
+                       echo=echo, existing=existing, **kw)
         return 0
     spec = STUDIES[args.name](**kw)
     run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
-              compare_fd=not args.no_fd_comparison, echo=lambda s: print(s, flush=True),
-              subdir=args.subdir)
+              compare_fd=not args.no_fd_comparison, echo=echo, subdir=args.subdir,
+              existing=existing, source={"builder": args.name, "kwargs": kw})
     return 0
 
 
 def _add_report(sub):
     p = sub.add_parser("report", help="regenerate a study report from its cases.db",
                        description="Regenerate report.md/report.html and figures of a study "
-                                   "from its recording DIR/NAME/cases.db alone.")
+                                   "from its recording DIR/NAME/cases.db alone (also of an "
+                                   "interrupted run: the best design so far).")
     p.add_argument("db", help="path to cases.db")
     p.set_defaults(func=_cmd_report)
 
@@ -843,11 +883,18 @@ def _quiet_numba() -> None:
     warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
 
 
+#: exit statuses (docs/cli.md): 0 done, 2 bad input or failed job (one ``error:`` line),
+#: 3 internal error (a bug: one ``error:`` line, the traceback with --traceback), 130
+#: interrupted (Ctrl-C)
+EXIT_OK, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
 def main(argv=None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 2 error)."""
+    """Run the CLI; returns the exit status (:data:`EXIT_OK` ... :data:`EXIT_INTERRUPTED`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _quiet_numba()
+    watch_compilation()
     try:
         return int(args.func(args) or 0)
     except (WorkbenchError, ValueError, CLIError, OSError) as exc:
@@ -855,10 +902,19 @@ def main(argv=None) -> int:
             raise
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"error: {msg}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:                              # noqa: BLE001 - a bug: no traceback
+        if args.traceback:
+            raise
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: internal error ({type(exc).__name__}): {msg} (run again with "
+              "--traceback for the details, and please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        compile_report()
 
 
 if __name__ == "__main__":

@@ -3,18 +3,55 @@ name model elements (:func:`raise_for_status`)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from workbench.compiled.dof import near_null_joints, suggest_dof
 from workbench.errors import (AssemblyError, NewtonConvergenceError, NonFiniteError,
                               SingularConfigurationError)
 from workbench.formulations.semirecursive import matrixr as MR
 
 
+def _value(cm, v):
+    """A numeric field of a model element (a number or a parameter name), else None."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and v in cm.param_names:
+        return float(cm.param_values[cm.param_names.index(v)])
+    return None
+
+
+def stiffness_hint(cm, dt) -> str:
+    """A note naming the stiffest spring when its period sqrt(m/k) 2 pi is far shorter
+    than the time step ``dt`` (the implicit step then diverges and the position problem
+    that follows fails, which would otherwise be blamed), else ''."""
+    if dt is None:
+        return ""
+    worst = None
+    model = getattr(cm, "model", None)
+    for sp in (getattr(model, "springs", None) or {}).values():
+        k = _value(cm, sp.k)
+        masses = [_value(cm, model.bodies[b].mass) for b in (sp.body1, sp.body2)
+                  if b in model.bodies and b != "ground"]
+        masses = [m for m in masses if m is not None and m > 0]
+        if k is None or k <= 0 or not masses:
+            continue
+        period = 2 * np.pi * np.sqrt(min(masses) / k)
+        if worst is None or period < worst[0]:
+            worst = (period, sp.name, k, min(masses))
+    if worst is None or worst[0] > dt / 10:
+        return ""
+    return (f"; note: spring {worst[1]!r} (k = {worst[2]:.3g} N/m on a body of "
+            f"{worst[3]:.3g} kg) has a period of {worst[0]:.2g} s, far shorter than the time "
+            f"step {dt:g} s: check its stiffness, or reduce the time step")
+
+
 def raise_for_status(cm, status: int, time: float, value: float, bad: int, context: str,
-                     z=None):
+                     z=None, dt=None):
     """Translate a kernel status code into a typed exception naming model elements.
 
     ``z``: the last accepted configuration of a run (used to name the joints of a
-    near-singular configuration)."""
+    near-singular configuration); ``dt``: the run's time step (for the note of
+    :func:`stiffness_hint` on a failed step)."""
     if status == MR.OK:
         return
     if status == MR.ST_NEAR_SINGULAR:
@@ -48,12 +85,14 @@ def raise_for_status(cm, status: int, time: float, value: float, bad: int, conte
     if status == MR.ST_POSITION:
         raise AssemblyError(
             f"{context}: the position problem did not converge (max |Phi| = {value:.3g}); "
-            f"closure constraints: {sorted(set(cm.constraint_names))}", time, value,
+            f"closure constraints: {sorted(set(cm.constraint_names))}"
+            f"{stiffness_hint(cm, dt)}", time, value,
             sorted(set(cm.constraint_names)))
     if status == MR.ST_NEWTON:
         raise NewtonConvergenceError(
             f"{context}: Newton-Raphson of the trapezoidal step did not converge "
-            f"(residual {value:.3g}); reduce the time step", time, value)
+            f"(residual {value:.3g}); reduce the time step{stiffness_hint(cm, dt)}", time,
+            value)
     if status == MR.ST_NONFINITE:
         raise NonFiniteError(f"{context}: a NaN or infinite value appeared (model "
                              f"{cm.name!r})", time)

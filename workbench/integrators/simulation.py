@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time as _time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.errors import SingularConfigurationError
+from workbench.errors import OptionError, SingularConfigurationError
 from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
 from workbench.formulations.natural.build import global_model
@@ -218,7 +220,8 @@ class SimulationResult:
 
 def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
-             newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False) -> SimulationResult:
+             newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False,
+             progress=None) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
 
@@ -238,6 +241,9 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     following :func:`workbench.sensitivities.driver.sensitivity` with ``simulation=result`` skips
     re-evaluating it (the semi-recursive formulations; ignored by ``"global"``).
 
+    ``progress(done_rows, total_rows)``, when given, is called about every
+    0.25 s during long semi-recursive runs (a progress bar; see :data:`PROGRESS`).
+
     A model whose ``initial_state`` is ``"equilibrium"`` (model meta; the buggy maneuver
     files) starts from the static equilibrium of its current design
     (:func:`workbench.statics.equilibrium_start`), positions only; velocities are the
@@ -247,6 +253,13 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ------
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
+    if progress is not None:
+        token = PROGRESS.set(progress)
+        try:
+            return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
+                            keep_states)
+        finally:
+            PROGRESS.reset(token)
     cm = as_compiled(model)
     if cm.initial_state == "equilibrium":
         cm = equilibrium_start(cm, None, formulation)[0]
@@ -278,12 +291,16 @@ def nsteps_of(t0, t_end, dt) -> int:
     """Number of steps of length ``dt`` from ``t0`` to ``t_end`` (ValueError unless it is
     a positive whole number)."""
     if not (dt > 0 and np.isfinite(dt)):
-        raise ValueError(f"time step must be positive, got {dt!r}")
-    if not t_end > t0:
-        raise ValueError(f"t_end ({t_end}) must be after t0 ({t0})")
+        raise OptionError(f"time step dt must be positive and finite, got {dt!r}")
+    if not (t_end > t0 and np.isfinite(t_end)):
+        raise OptionError(f"end time t_end = {t_end!r} must be finite and after the start "
+                          f"t0 = {t0!r}")
+    if t_end - t0 < dt * (1.0 - 1e-9):
+        raise OptionError(f"t_end - t0 = {t_end - t0:g} s is shorter than one time step "
+                          f"dt = {dt:g} s")
     nsteps = int(round((t_end - t0) / dt))
     if abs(nsteps * dt - (t_end - t0)) > 1e-9 * max(1.0, t_end):
-        raise ValueError(f"t_end - t0 = {t_end - t0} is not a multiple of dt = {dt}")
+        raise OptionError(f"t_end - t0 = {t_end - t0} s is not a multiple of dt = {dt} s")
     return nsteps
 
 
@@ -344,11 +361,36 @@ def integrate_steps(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
                resume, kofs, keep_states)
 
 
+#: ``progress(done_rows, total_rows)`` of the running :func:`simulate` call (set by its
+#: ``progress`` argument); runs with fewer steps than :data:`PROGRESS_MIN_STEPS` don't report
+PROGRESS = contextvars.ContextVar("workbench_simulation_progress", default=None)
+PROGRESS_MIN_STEPS = 2000
+PROGRESS_POLL_S = 0.25
+
+
 def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
                        newton_maxit, resume, kofs, keep_states) -> SimulationResult:
     job = RunJob(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
                  newton_maxit, resume, kofs, keep_states)
-    job.integrate()
+    report = PROGRESS.get()
+    if report is None or nsteps < PROGRESS_MIN_STEPS:
+        job.integrate()
+        return job.result()
+    # the kernel releases the GIL: run it on a thread and read its row counter here
+    failure = []
+
+    def target():
+        try:
+            job.integrate()
+        except BaseException as exc:                   # noqa: BLE001 - re-raised below
+            failure.append(exc)
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(PROGRESS_POLL_S)
+        report(int(job.progress[0]), nsteps + 1)
+    if failure:
+        raise failure[0]
     return job.result()
 
 
@@ -405,7 +447,8 @@ class RunJob:
         cm = self.cm
         st, step, t, value, bad = self.status
         ctx = f"model {cm.name!r}" + (" (initial state)" if step == 0 else f", step {step}")
-        raise_for_status(cm, st, t, value, bad, ctx, z=self.Z[step - 1] if step >= 1 else None)
+        raise_for_status(cm, st, t, value, bad, ctx, z=self.Z[step - 1] if step >= 1 else None,
+                         dt=float(self._args[4]))
         return SimulationResult(
             model=cm.name, formulation=self.formulation, t=self.T, z=self.Z, zd=self.ZD,
             zdd=self.ZDD, zi=self.ZI, zdi=self.ZDI, zddi=self.ZDDI,

@@ -556,7 +556,7 @@ def load_model(path, **options) -> Model:
 _MERGED_TABLES = ("parameters", "objectives")
 
 
-def _with_base(data: dict, path: Path, source: str) -> dict:
+def _with_base(data: dict, path: Path, source: str, chain: tuple = ()) -> dict:
     """Merge a derived model document (top-level key ``base = "other.toml"``, a file
     next to it) onto its base: ``[model]`` keys and ``[model.meta]`` keys override,
     ``[parameters.X]`` / ``[objectives.X]`` tables replace or add entries by name, list
@@ -569,6 +569,10 @@ def _with_base(data: dict, path: Path, source: str) -> dict:
     base_path = path.parent / base_name
     if base_path.resolve() == path.resolve():
         raise ModelError(f"{source}: base refers to the file itself")
+    chain = chain + (path.resolve(),)
+    if base_path.resolve() in chain:
+        raise ModelError(f"{source}: base {base_name!r} closes a cycle of base files: "
+                         + " -> ".join(p.name for p in chain + (base_path.resolve(),)))
     try:
         text = base_path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -579,8 +583,11 @@ def _with_base(data: dict, path: Path, source: str) -> dict:
                 else json.loads(text))
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ModelError(f"{base_path}: malformed base model file: {exc}") from None
+    if not isinstance(base, dict):
+        raise ModelError(f"{base_path}: a base model file must hold a table (TOML) or an "
+                         f"object (JSON), not a {type(base).__name__}")
     if "base" in base:
-        base = _with_base(base, base_path, str(base_path))
+        base = _with_base(base, base_path, str(base_path), chain)
     out = dict(base)
     for key, val in data.items():
         if key == "base":
