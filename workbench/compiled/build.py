@@ -415,7 +415,7 @@ def check_planar_joint(j) -> None:
 
 
 def compile_model(model: Model, overrides: dict) -> CompiledModel:
-    if not model.bodies:
+    if not [b for b in model.bodies if b != GROUND]:
         raise ModelError(f"model {model.name!r} has no bodies: nothing to simulate")
     if model.planar:
         for j in model.joints.values():
