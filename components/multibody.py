@@ -67,8 +67,11 @@ class _Base(om.ExplicitComponent):
     """Options, set-up and the cached evaluation shared by both forms."""
 
     def initialize(self):
-        self.options.declare("model", desc="shipped model name, Model or CompiledModel")
-        self.options.declare("objectives", default=None, allow_none=True,
+        # not recordable: a recording must not pickle workbench objects, whose classes may
+        # move between versions (the recording would then no longer open)
+        self.options.declare("model", recordable=False,
+                             desc="shipped model name, Model or CompiledModel")
+        self.options.declare("objectives", default=None, allow_none=True, recordable=False,
                              desc="list of workbench Objective; default: the model's own")
         self.options.declare("parameters", default=None, allow_none=True,
                              desc="parameter names; default: the model's design_parameters")
@@ -214,8 +217,12 @@ class StaticResponse(om.ExplicitComponent):
     ``AnalysisError``."""
 
     def initialize(self):
-        self.options.declare("model", desc="shipped model name, Model or CompiledModel")
-        self.options.declare("responses", desc="list of workbench Objective with power-1 "
+        # not recordable: a recording must not pickle workbench objects, whose classes may
+        # move between versions (the recording would then no longer open)
+        self.options.declare("model", recordable=False,
+                             desc="shipped model name, Model or CompiledModel")
+        self.options.declare("responses", recordable=False,
+                             desc="list of workbench Objective with power-1 "
                                                "position terms (see static_responses)")
         self.options.declare("parameters", default=None, allow_none=True,
                              desc="parameter names; default: the model's design_parameters")

@@ -748,33 +748,7 @@ def write_report(db: Path, echo=print) -> Path:
                   f"{fdr['objective_final']:.6g} |"]
     md = "\n".join(lines) + "\n"
     (out / "report.md").write_text(md)
-    html = ["<html><head><meta charset='utf-8'><title>" + S["study"] + "</title></head><body>"]
-    in_table = False
-    for ln in lines:
-        if ln.startswith("|") and not in_table:
-            html.append("<table border='1' cellspacing='0' cellpadding='3'>")
-            in_table = True
-        elif not ln.startswith("|") and in_table:
-            html.append("</table>")
-            in_table = False
-        if ln.startswith("# "):
-            html.append(f"<h1>{ln[2:]}</h1>")
-        elif ln.startswith("## "):
-            html.append(f"<h2>{ln[3:]}</h2>")
-        elif ln.startswith("!["):
-            src = ln[ln.index("(") + 1:-1]
-            html.append(f"<img src='{src}'>")
-        elif ln.startswith("|---"):
-            continue
-        elif ln.startswith("|"):
-            cells = [c.strip() for c in ln.strip("|").split("|")]
-            html.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        else:
-            html.append(f"<p>{ln}</p>")
-    if in_table:
-        html.append("</table>")
-    text = "\n".join(html)
-    text = text.replace("<p></p>", "")
-    (out / "report.html").write_text(text + "</body></html>\n")
-    echo(f"report: {out / 'report.md'}, {out / 'report.html'}")
+    # the HTML page (report.html) is the report site's rendering of report.md
+    # (workbench.apps.site.build_site, run by `workbench study` and `workbench report`)
+    echo(f"report: {out / 'report.md'}")
     return out

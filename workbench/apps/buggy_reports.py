@@ -20,7 +20,9 @@ import numba
 import numpy as np
 
 from workbench import objectives as O
-from workbench.apps.reports import TIMING_REPEATS, _cpu_comparison, _cpu_figure, timed_runs
+from workbench.apps.reports import (TIMING_REPEATS, _cpu_comparison, _cpu_figure, cpu_table,
+                                    gradient_table, markdown_table, published_beside,
+                                    timed_runs, timings_table)
 from workbench.apps.vehicle import iso3888_1_lanes, prepare
 from workbench.integrators.simulation import simulate as _simulate
 from workbench.kernels import tree as K
@@ -39,6 +41,12 @@ PUBLISHED_SOURCE = {
     "buggy-dlc": "seed 001 (Lopez Varela, Dopico, Luaces, Computers and Structures 308 (2025) "
                  "107642), Table 3, column 'Reference'",
 }
+#: unit of psi: int (z'' of chassis.p1)^2 dt (step descent), int (roll rate)^2 dt (lane change)
+OBJECTIVE_UNITS = {"buggy-step": {"psi": "m^2/s^3"}, "buggy-dlc": {"psi": "rad^2/s"}}
+#: Tables 2 and 3 give 3 significant digits (e.g. -3.90e-5): written so, as .2e
+PUBLISHED_FORMAT = ".2e"
+#: the seed's table of each maneuver
+PUBLISHED_TABLE = {"buggy-step": "seed 001 Table 2", "buggy-dlc": "seed 001 Table 3"}
 #: step-size study: the maneuver's step divided by these factors
 STUDY_FACTORS = (1, 2, 4)
 
@@ -246,7 +254,18 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
         f"after {eq.get('iterations', '?')} Newton iterations), rolling without slip; held "
         "fixed when a parameter is perturbed (every method differentiates the same map).",
         "",
-        f"psi = {D.psi[0]:.10g}",
+        f"psi = {D.psi[0]:.10g} {OBJECTIVE_UNITS[maneuver]['psi']}",
+        "",
+        f"## {PUBLISHED_TABLE[maneuver][9:]} beside the published values",
+        "",
+        f"Our discrete direct gradient (per unit of the parameter) beside "
+        f"{PUBLISHED_TABLE[maneuver]}, column 'Reference', which is for the OFFICIAL buggy "
+        "(not ours: a reconstruction; only the sign pattern is a plausibility check).",
+        "",
+        published_beside(df, OBJECTIVE_UNITS[maneuver], PUBLISHED_TABLE[maneuver],
+                         PUBLISHED_FORMAT),
+        "",
+        "## Every method",
         "",
         "Columns: `direct_sr`, `adjoint_sr`: exact derivatives of the discrete trapezoidal "
         "solution (semi-recursive Matrix-R, tire-contact tangent included); "
@@ -256,7 +275,8 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
         "official model; `sign_agrees`: sign(direct_sr) = sign(published); "
         "`direct_global`, `adjoint_global`: the global formulation (section below).",
         "",
-        "```\n" + df.to_string(index=False, float_format=lambda x: f"{x:.6g}") + "\n```",
+        gradient_table(df, extra=("fd_reequilibrated", "adjoint_sr_eq"),
+                       published_format=PUBLISHED_FORMAT),
         "",
         "Agreement measured in this run (max abs difference / max abs value):",
         "",
@@ -279,8 +299,10 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
         f"* signs agreeing with the published reference: "
         f"{int(df['sign_agrees'].sum())}/{len(df)}",
         "",
-        "Timings (wall seconds, this run, one core): "
-        + ", ".join(f"{k} = {v:.3f}" for k, v in timings.items() if k.endswith("_s")) + ".",
+        "Timings (wall seconds, this run, one core; `timings.json`):",
+        "",
+        timings_table(timings),
+        "",
         f"Real-time factor of dynamics + adjoint gradient: {timings['real_time_factor']:.2f} "
         f"(simulation alone {timings['simulation_real_time_factor']:.1f}); over "
         f"{len(timings['real_time_factor_repeats'])} repetitions in this run: median "
@@ -306,9 +328,8 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
             "compilation, on a shared 2-core machine, one thread (semi-recursive: the run of "
             f"median time of {TIMING_REPEATS} after a full-length warm-up; global: one run):",
             "",
-            "| task | semi-recursive [s] | global [s] | semi-recursive saving |",
-            "|---|---|---|---|",
-        ] + [f"| {k} | {v[0]:.3f} | {v[1]:.3f} | {v[2]:.1f} % |" for k, v in cpu.items()] + [
+            cpu_table(cpu),
+        ] + [
             "",
             "Saving = 1 - t_semi-recursive / t_global.  Seed 001 (Figs 4-5, buggy, Fortran): "
             "the semi-recursive formulation saves 48.2 % (direct) and 50.2 % (adjoint) on the "
@@ -320,22 +341,29 @@ def _write_report(maneuver, model, D, A, Ac, F, df, timings, study_rows, figs, s
             "measured saving is larger than the seed's.",
             "",
             "![CPU time semi-recursive vs global](cpu_sr_vs_global.png)",
+            "",
+            "Figure: CPU (wall) time of objective plus gradient, semi-recursive vs global "
+            "(as seed 001 Figs 4-5), measured in this run.",
         ]
     if study_rows:
         import pandas as pd
         sdf = pd.DataFrame(study_rows)
         piv = sdf.pivot(index="parameter", columns="dt", values="gradient")
-        piv = piv[sorted(piv.columns, reverse=True)]
+        piv = piv[sorted(piv.columns, reverse=True)].reindex(
+            list(dict.fromkeys(sdf["parameter"])))                  # the parameters' order
         hs = list(piv.columns)
         lines += ["", "## Step-size study", "",
                   "Discrete adjoint gradient at dt, dt/2, dt/4 (`step_size_study.csv`); the "
                   "last columns are the relative changes between successive step sizes "
                   "(second-order convergence: each change about 1/4 of the previous).", ""]
         tab = piv.copy()
-        tab.columns = [f"dt={h:g}" for h in hs]
+        tab.columns = [f"dt = {h:g} s" for h in hs]
+        fmts = {c: ".6g" for c in tab.columns}
         for a, b in zip(hs[:-1], hs[1:]):
-            tab[f"|d {a:g}->{b:g}|/|g|"] = np.abs(piv[b] - piv[a]) / np.abs(piv[hs[-1]])
-        lines += ["```\n" + tab.to_string(float_format=lambda x: f"{x:.6g}") + "\n```"]
+            col = f"change {a:g} s -> {b:g} s (relative)"
+            tab[col] = np.abs(piv[b] - piv[a]) / np.abs(piv[hs[-1]])
+            fmts[col] = ".2e"
+        lines += [markdown_table(tab, list(tab.columns), formats=fmts, index="parameter")]
         psis = sdf.groupby("dt")["psi"].first().sort_index(ascending=False)
         lines += ["", "psi: " + ", ".join(f"{v:.8g} (dt={h:g})" for h, v in psis.items())]
     lines += [""] + [f"![{c}]({f})\n\nFigure: {c}.\n" for f, c in figs]

@@ -40,7 +40,7 @@ from workbench.apps.progress import compile_report, simulation_bar, watch_compil
 from workbench.apps.vehicle import prepare as _prepare
 from workbench.errors import UnknownNameError, WorkbenchError
 from workbench.formulations import REGISTRY, formulation_code
-from workbench.integrators.simulation import energy_trend, simulate
+from workbench.integrators.simulation import energy_trend, reporting_progress, simulate
 from workbench.model import catalog
 from workbench.model.files import load_model as _load_file
 from workbench.sensitivities.driver import sensitivity
@@ -517,9 +517,16 @@ def _cmd_sensitivity(args) -> int:
     model = load_model(args.model, _parse_pairs(args.option, "--option", False),
                        _parse_pairs(args.set_, "--set", True))
     params = [s.strip() for s in args.params.split(",")] if args.params else None
-    res = sensitivity(model, parameters=params, method=args.method, variant=args.variant,
-                      formulation=args.formulation, t_end=args.t_end, dt=args.dt,
-                      threads=args.threads)
+    print(f"[{model.name}] objectives and their gradient by the {args.method} method ...",
+          file=sys.stderr, flush=True)
+    bar = simulation_bar(f"{model.name} (forward run)")
+    try:
+        with reporting_progress(bar):
+            res = sensitivity(model, parameters=params, method=args.method,
+                              variant=args.variant, formulation=args.formulation,
+                              t_end=args.t_end, dt=args.dt, threads=args.threads)
+    finally:
+        bar.close()
     df = res.to_frame()
     print(f"model {res.model!r}, method {res.method} ({res.variant}), formulation "
           f"{res.formulation}, {len(res.t) - 1} steps")
@@ -621,7 +628,9 @@ def _quick_t_end(t_end: float, dt: float) -> float:
 
 def _cmd_reproduce(args) -> int:
     out = Path(args.out)
+    produced = []                       # the Markdown reports this run writes (provenance)
     if args.target in ("all", "simulate"):
+        produced.append(out / "README.md")
         _reproduce_simulations(args, out)
     if args.target in ("all", "five-bar"):
         from workbench.apps.reports import five_bar
@@ -629,6 +638,7 @@ def _cmd_reproduce(args) -> int:
               "central differences ...", flush=True)
         t_end = 1.0 if args.quick else None
         tm = five_bar(out / "five-bar", formulation=args.formulation, t_end=t_end)
+        produced.append(out / "five-bar" / "report.md")
         print(f"wrote {out / 'five-bar'}/ (gradients.csv, timings.json, report.md); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s; global: simulation "
@@ -642,6 +652,7 @@ def _cmd_reproduce(args) -> int:
               "continuous), central differences, step-size study ...", flush=True)
         t_end = QUICK_BUGGY_T_END[name] if args.quick else None
         tm = buggy(name, out / name, formulation=args.formulation, t_end=t_end)
+        produced.append(out / name / "report.md")
         print(f"wrote {out / name}/ (gradients.csv, timings.json, report.md, figures); "
               f"simulation {tm['simulation_s']:.2f} s, direct {tm['direct_s']:.2f} s, "
               f"adjoint {tm['adjoint_s']:.2f} s, fd {tm['fd_s']:.2f} s, real-time factor "
@@ -651,6 +662,7 @@ def _cmd_reproduce(args) -> int:
               "global: "
               f"simulation {tm['simulation_global_s']:.2f} s, direct "
               f"{tm['direct_global_s']:.2f} s, adjoint {tm['adjoint_global_s']:.2f} s")
+    _publish(args, out, produced)
     return 0
 
 
@@ -831,11 +843,15 @@ def _cmd_study(args) -> int:
         run_multistart(args.name, args.optimizer, args.starts, workers=args.workers,
                        scheduler=args.scheduler, out=args.out, maxiter=args.maxiter,
                        echo=echo, existing=existing, **kw)
+        d = Path(args.out) / args.name
+        _publish(args, args.out, [d / "starts.md"] + [d / f"start-{k}" / "report.md"
+                                                      for k in range(args.starts)])
         return 0
     spec = STUDIES[args.name](**kw)
     run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
               compare_fd=not args.no_fd_comparison, echo=echo, subdir=args.subdir,
               existing=existing, source={"builder": args.name, "kwargs": kw})
+    _publish(args, args.out, [Path(args.out) / args.name / (args.subdir or "") / "report.md"])
     return 0
 
 
@@ -850,8 +866,18 @@ def _add_report(sub):
 
 def _cmd_report(args) -> int:
     from studies import report_from_db
-    report_from_db(args.db)
+    from workbench.apps.site import site_root
+    out = report_from_db(args.db)
+    _publish(args, site_root(args.db), [Path(out) / "report.md"])
     return 0
+
+
+def _publish(args, root, produced) -> None:
+    """Record this command as the producer of the Markdown reports ``produced`` and rebuild
+    the report site under ``root`` (index.html and a page per report)."""
+    from workbench.apps.site import publish
+    pages = publish(root, getattr(args, "argv", None), produced)
+    print(f"wrote the report site {pages[0]} ({len(pages)} pages)")
 
 
 _COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_equilibrium, _add_reproduce,
@@ -893,6 +919,7 @@ def main(argv=None) -> int:
     """Run the CLI; returns the exit status (:data:`EXIT_OK` ... :data:`EXIT_INTERRUPTED`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # named on the report pages
     _quiet_numba()
     watch_compilation()
     try:

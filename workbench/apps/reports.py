@@ -29,8 +29,80 @@ FIVE_BAR_PUBLISHED = {
 PUBLISHED_SOURCE = ("seed 001 (Lopez Varela, Dopico, Luaces, Computers and Structures 308 "
                     "(2025) 107642), Table 1, column 'Reference'")
 
+#: Table 1 gives 5 significant digits (e.g. 0.74560): written so, trailing zeros kept
+PUBLISHED_FORMAT = "#.5g"
+
 #: timed semi-recursive runs of a report: the median of this many
 TIMING_REPEATS = 3
+
+#: unit of each five-bar objective (r2 in m, t in s): psi1 = int |r2 - r20|^2 dt,
+#: psi2 = int |r2'|^2 dt, psi3 = int |r2''|^2 dt
+FIVE_BAR_OBJECTIVE_UNITS = {"psi1": "m^2 s", "psi2": "m^2/s", "psi3": "m^2/s^3"}
+
+
+def _cell(value, spec) -> str:
+    """One Markdown table cell: ``spec`` a format spec, a callable or None (``str``)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if callable(spec):
+        text = spec(value)
+    elif spec and isinstance(value, (int, float, np.integer, np.floating)):
+        text = format(value, spec)
+    else:
+        text = str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows, columns, formats=None, headers=None, index=None) -> str:
+    """A GitHub-flavoured Markdown table of ``rows`` (a DataFrame or a list of dicts).
+
+    ``columns``: the keys shown, in order; ``formats``: ``{key: format spec or callable}``
+    (numbers are written to that precision, e.g. ``".6g"``); ``headers``: ``{key: text}``
+    (e.g. with the unit, ``"wall time [s]"``); ``index``: a header for the DataFrame's index,
+    shown as the first column.  Booleans are written yes/no, NaN/None as an empty cell."""
+    formats, headers = dict(formats or {}), dict(headers or {})
+    if hasattr(rows, "to_dict"):
+        records = rows.reset_index().to_dict("records") if index else rows.to_dict("records")
+        if index:
+            columns = [rows.index.name or "index"] + list(columns)
+            headers.setdefault(rows.index.name or "index", index)
+    else:
+        records = list(rows)
+    head = [headers.get(c, str(c)) for c in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in records:
+        lines.append("| " + " | ".join(_cell(r.get(c), formats.get(c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def published_beside(df, objective_units: dict, source: str,
+                     published_format: str = "g") -> str:
+    """The paper's table beside ours: objective, parameter, units, our discrete direct
+    gradient, the published value (``published_format``: the paper's significant digits,
+    trailing zeros kept) and (when present) the sign check."""
+    def group(u):
+        return f"({u})" if any(c in u for c in " */") else u
+    df = df.assign(grad_unit=[f"{group(objective_units.get(o, '?'))} / {group(u)}"
+                              for o, u in zip(df["objective"], df["unit"])])
+    cols = ["objective", "parameter", "unit", "grad_unit", "direct_sr", "published"]
+    if "sign_agrees" in df:
+        cols.append("sign_agrees")
+    return markdown_table(
+        df, cols, formats={"direct_sr": ".6g", "published": published_format},
+        headers={"unit": "parameter unit", "grad_unit": "unit of dpsi/drho",
+                 "direct_sr": "ours (reconstruction): direct_sr",
+                 "published": f"published ({source})", "sign_agrees": "same sign?"})
+
+
+def gradient_table(df, extra=(), published_format: str = "g") -> str:
+    """Every method's gradient, one row per (objective, parameter), 6 significant digits."""
+    methods = ["direct_sr", "adjoint_sr", "direct_sr_cont", "adjoint_sr_cont", "direct_global",
+               "adjoint_global", "fd", *extra]
+    cols = ["objective", "parameter", "unit", *methods, "fd_step", "published"]
+    fm = {m: ".6g" for m in methods} | {"fd_step": ".3g", "published": published_format}
+    return markdown_table(df, cols, formats=fm, headers={"unit": "parameter unit"})
 
 
 def median_run(run, repeat: int = TIMING_REPEATS):
@@ -142,8 +214,20 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
         "Objectives (seed 001 eq 74, point 2 = `bar_12.2`): psi1 = int |r2 - r20|^2 dt, "
         "psi2 = int |r2'|^2 dt, psi3 = int |r2''|^2 dt.",
         "",
-        "| objective | value |", "|---|---|",
-    ] + [f"| {o} | {D.psi[k]:.8g} |" for k, o in enumerate(D.objectives)] + [
+        "| objective | value | unit |", "|---|---|---|",
+    ] + [f"| {o} | {D.psi[k]:.8g} | {FIVE_BAR_OBJECTIVE_UNITS.get(o, '?')} |"
+         for k, o in enumerate(D.objectives)] + [
+        "",
+        "## Table 1 beside the published values",
+        "",
+        "Our discrete direct gradient (per unit of the parameter) beside seed 001 Table 1, "
+        "column 'Reference', which is for the OFFICIAL five-bar data (not ours: a "
+        "reconstruction; the two are not expected to agree).",
+        "",
+        published_beside(df, FIVE_BAR_OBJECTIVE_UNITS, "seed 001 Table 1",
+                         PUBLISHED_FORMAT),
+        "",
+        "## Every method",
         "",
         "Columns: `direct_sr`, `adjoint_sr`: exact derivatives of the discrete trapezoidal "
         "solution (discrete direct and discrete adjoint); `direct_sr_cont`, "
@@ -153,8 +237,7 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
         "central differences of our simulation with the step `fd_step` (parameter units); "
         "`published`: seed 001 Table 1 for the official model.",
         "",
-        df.to_markdown(index=False, floatfmt=".6g") if _has_tabulate() else
-        "```\n" + df.to_string(index=False) + "\n```",
+        gradient_table(df, published_format=PUBLISHED_FORMAT),
         "",
         "Agreement measured in this run (max abs difference / max abs value):",
         "",
@@ -174,9 +257,8 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
         f"the run of median time of {TIMING_REPEATS} after a full-length warm-up; global: "
         "one run):",
         "",
-        "| task | semi-recursive [s] | global [s] | semi-recursive saving |",
-        "|---|---|---|---|",
-    ] + [f"| {k} | {v[0]:.3f} | {v[1]:.3f} | {v[2]:.1f} % |" for k, v in cpu.items()] + [
+        cpu_table(cpu),
+    ] + [
         "",
         "Saving = 1 - t_semi-recursive / t_global ('simulation + direct' and 'simulation + "
         "adjoint' are objective plus gradient evaluations, as in the seed's Figs 4-5, where "
@@ -184,8 +266,13 @@ def five_bar(out_dir, formulation: str = "sr-com", t_end=None, dt=None) -> dict:
         "",
         "![CPU time semi-recursive vs global](fig4_cpu_sr_vs_global.png)",
         "",
-        "Timings (wall seconds, this run): "
-        + ", ".join(f"{k} = {v:.3f}" for k, v in timings.items() if k.endswith("_s")) + ".",
+        "Figure: CPU (wall) time of objective plus gradient, semi-recursive vs global "
+        "(as seed 001 Figs 4-5), measured in this run.",
+        "",
+        "Timings (wall seconds, this run; `timings.json`):",
+        "",
+        timings_table(timings),
+        "",
         f"Ratio finite differences / adjoint gradient: {timings['fd_s'] / max(timings['simulation_s'] + timings['adjoint_s'], 1e-12):.1f} "
         "(simulation included in both).",
         "",
@@ -247,12 +334,21 @@ def _cpu_figure(cpu, path, title="five-bar") -> None:
     plt.close(fig)
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False
+def cpu_table(cpu: dict) -> str:
+    """:func:`_cpu_comparison` as a table: semi-recursive and global wall times, saving."""
+    rows = [{"task": k, "sr": v[0], "gl": v[1], "saving": v[2]} for k, v in cpu.items()]
+    return markdown_table(rows, ["task", "sr", "gl", "saving"],
+                          formats={"sr": ".3f", "gl": ".3f", "saving": ".1f"},
+                          headers={"sr": "semi-recursive [s]", "gl": "global [s]",
+                                   "saving": "semi-recursive saving [%]"})
+
+
+def timings_table(timings: dict) -> str:
+    """The ``*_s`` entries of a report's timings as a two-column table (milliseconds)."""
+    rows = [{"task": k[:-2].replace("_", " "), "key": k, "t": v}
+            for k, v in timings.items() if k.endswith("_s")]
+    return markdown_table(rows, ["task", "key", "t"], formats={"t": ".3f"},
+                          headers={"key": "timings.json key", "t": "wall time [s]"})
 
 
 def _figure(D, A, path) -> None:

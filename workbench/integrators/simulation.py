@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import time as _time
@@ -254,12 +255,9 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
     if progress is not None:
-        token = PROGRESS.set(progress)
-        try:
+        with reporting_progress(progress):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
                             keep_states)
-        finally:
-            PROGRESS.reset(token)
     cm = as_compiled(model)
     if cm.initial_state == "equilibrium":
         cm = equilibrium_start(cm, None, formulation)[0]
@@ -366,6 +364,17 @@ def integrate_steps(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
 PROGRESS = contextvars.ContextVar("workbench_simulation_progress", default=None)
 PROGRESS_MIN_STEPS = 2000
 PROGRESS_POLL_S = 0.25
+
+
+@contextlib.contextmanager
+def reporting_progress(callback):
+    """Within the block, long simulations (also those inside a sensitivity computation)
+    call ``callback(done_rows, total_rows)`` about every :data:`PROGRESS_POLL_S`."""
+    token = PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        PROGRESS.reset(token)
 
 
 def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,

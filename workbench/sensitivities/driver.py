@@ -91,8 +91,9 @@ from workbench.formulations import get as get_formulation
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
 from workbench.formulations.status import raise_for_status
-from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, RunJob, integrate_steps,
-                                              nsteps_of, simulate)
+from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PROGRESS,
+                                              PROGRESS_MIN_STEPS, PROGRESS_POLL_S, RunJob,
+                                              integrate_steps, nsteps_of, simulate)
 from workbench.kernels import layout as AR
 from workbench.model.catalog import as_compiled
 from workbench.objectives import resolve_objectives
@@ -459,8 +460,14 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
     N = nsteps + 1
     npar, nm = Gm.shape[1], co.n_measures
 
+    report = PROGRESS.get() if nsteps >= PROGRESS_MIN_STEPS else None
+    last = [0.0]
+
     def ready(k1):
         # rows below k1 are final once the run has written row k1 (or has ended)
+        if report is not None and _time.perf_counter() - last[0] > PROGRESS_POLL_S:
+            last[0] = _time.perf_counter()
+            report(int(job.progress[0]), N)
         while True:
             if job.status is not None:
                 if job.status[0] != MR.OK:

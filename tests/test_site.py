@@ -1,0 +1,379 @@
+"""The report site (``workbench.apps.site``): Markdown rendered into styled HTML pages,
+navigation, provenance on every page, links that resolve, the list of reports in
+``README.md``; built in a temporary folder from small fixture reports (the shipped
+reporting helpers on synthetic numbers, copies of the committed study reports), and the
+committed ``reports/`` site checked for the same properties.
+
+``tests/test_browser.py`` opens the same fixture site in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.apps import site
+from workbench.apps.reports import (FIVE_BAR_OBJECTIVE_UNITS, FIVE_BAR_PUBLISHED,
+                                    PUBLISHED_FORMAT, cpu_table, gradient_table,
+                                    published_beside, timings_table)
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+#: committed study reports copied into the fixture site
+STUDY_DIRS = ("five-bar-design", "buggy-suspension")
+#: Markdown markup that must not survive into the text a reader sees
+RAW_MARKUP = ("**", "`", "](", "![", "|---", "<!--")
+
+
+# ----------------------------------------------------------------------------------------
+# fixture: a small report tree
+# ----------------------------------------------------------------------------------------
+
+
+def png(path: Path, width: int = 40, height: int = 24, rgb=(31, 95, 168)) -> Path:
+    """A valid solid-colour PNG (no plotting library needed)."""
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n"
+                     + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return path
+
+
+def _five_bar_fixture(d: Path) -> None:
+    """A five-bar report written with the report's own table helpers (synthetic
+    gradients, the real published Table 1)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for (o, p), pub in FIVE_BAR_PUBLISHED.items():
+        g = float(rng.normal() * 10.0 ** rng.integers(-2, 3))
+        rows.append({"objective": o, "parameter": p, "unit": "kg" if p == "mA1" else "m",
+                     "direct_sr": g, "adjoint_sr": g * (1 + 1e-15), "direct_sr_cont": g,
+                     "adjoint_sr_cont": g * (1 + 1e-5), "direct_global": g * (1 - 1e-12),
+                     "adjoint_global": g, "fd": g * (1 + 1e-9), "fd_step": 2.4e-5,
+                     "published": pub})
+    df = pd.DataFrame(rows)
+    d.mkdir(parents=True, exist_ok=True)
+    df.to_csv(d / "gradients.csv", index=False, float_format="%.10g")
+    tm = {"simulation_s": 0.05, "direct_s": 0.06, "adjoint_s": 0.05, "fd_s": 0.6,
+          "simulation_global_s": 0.4, "direct_global_s": 1.1, "adjoint_global_s": 1.0,
+          "formulation": "sr-com"}
+    (d / "timings.json").write_text(json.dumps(tm))
+    cpu = {"simulation": (0.05, 0.4, 87.5), "simulation + direct": (0.11, 1.5, 92.7)}
+    png(d / "fig2_running_gradient.png")
+    png(d / "fig4_cpu_sr_vs_global.png", rgb=(200, 120, 30))
+    lines = ["# Five-bar mechanism: gradients of psi1-psi3", "",
+             "**This is a RECONSTRUCTION**, not the IFToMM benchmark; the `published` column "
+             "is shown only beside ours.", "",
+             "## Table 1 beside the published values", "",
+             published_beside(df, FIVE_BAR_OBJECTIVE_UNITS, "seed 001 Table 1",
+                              PUBLISHED_FORMAT), "",
+             "## Every method", "", gradient_table(df, published_format=PUBLISHED_FORMAT), "",
+             cpu_table(cpu), "", "![CPU time semi-recursive vs global](fig4_cpu_sr_vs_global.png)",
+             "", "Figure: CPU (wall) time of objective plus gradient.", "",
+             timings_table(tm), "", "![running gradient of psi3](fig2_running_gradient.png)", "",
+             "Figure: running gradient of psi3 (as seed 001 Fig. 2)."]
+    (d / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def make_site(root: Path) -> list[Path]:
+    """A report tree under ``root`` (a simulation index, a five-bar report, copies of the
+    committed studies, a multi-start ranking) and its site; returns the HTML pages."""
+    root.mkdir(parents=True, exist_ok=True)
+    sim = root / "simulate" / "pendulum"
+    png(sim / "plot.png")
+    (sim / "summary.json").write_text(json.dumps({"model": "pendulum", "steps": 1000}))
+    (sim / "history.csv").write_text("t,q\n0,0\n0.001,1e-06\n")
+    (root / "README.md").write_text(
+        "# workbench reproduce\n\nGenerated by `workbench reproduce --quick` (fixture).\n\n"
+        "| model | reconstruction? | steps | max violation | wall time [s] | results |\n"
+        "|---|---|---|---|---|---|\n"
+        "| pendulum | no | 1000 | 1.42e-14 | 0.008 | [summary](simulate/pendulum/summary.json), "
+        "[plot](simulate/pendulum/plot.png), [history](simulate/pendulum/history.csv) |\n")
+    _five_bar_fixture(root / "five-bar")
+    for name in STUDY_DIRS:
+        if (REPORTS / name / "report.md").is_file():
+            shutil.copytree(REPORTS / name, root / name,
+                            ignore=shutil.ignore_patterns("*.html", "provenance.json"))
+    ms = root / "multi"
+    if (REPORTS / "five-bar-design" / "report.md").is_file():
+        shutil.copytree(REPORTS / "five-bar-design", ms / "start-0",
+                        ignore=shutil.ignore_patterns("*.html", "provenance.json"))
+        (ms / "starts.json").write_text(json.dumps([{"start": 0}]))
+        (ms / "starts.md").write_text(
+            "# `five-bar-design`: 1 starts (SLSQP), ranked\n\n"
+            "| rank | start | success | objective final | recording |\n|---|---|---|---|---|\n"
+            "| 1 | 0 | True | 9.43e-10 | start-0/cases.db |\n")
+    return site.publish(root, ["reproduce", "--quick", "--out", str(root)],
+                        [root / "README.md", root / "five-bar" / "report.md"])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site") / "reports"
+    return root, make_site(root)
+
+
+# ----------------------------------------------------------------------------------------
+# reading pages
+# ----------------------------------------------------------------------------------------
+
+
+class _Page(HTMLParser):
+    """Visible text, links, image sources and tables of an HTML page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.text, self.hrefs, self.srcs, self.tables = [], [], [], []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("style", "script", "title"):
+            self._skip += 1
+        if tag == "a" and "href" in a:
+            self.hrefs.append(a["href"])
+        if tag in ("img", "script") and "src" in a:
+            self.srcs.append(a["src"])
+        if tag == "link" and "href" in a:
+            self.srcs.append(a["href"])
+        if tag == "table":
+            self.tables.append(a.get("class", ""))
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script", "title"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def read_page(path: Path) -> _Page:
+    p = _Page()
+    p.feed(path.read_text())
+    p.visible = " ".join(" ".join(p.text).split())
+    return p
+
+
+def local_target(page: Path, ref: str) -> Path | None:
+    """The file a relative (or file://) link of ``page`` points at; None for others."""
+    u = urlparse(ref)
+    if u.scheme == "file":
+        return Path(unquote(u.path))
+    if u.scheme or ref.startswith("#") or not ref:
+        return None
+    return (page.parent / unquote(u.path)).resolve()
+
+
+def tables_of(html: str) -> list[str]:
+    return re.findall(r"<table.*?</table>", html, flags=re.S)
+
+
+# ----------------------------------------------------------------------------------------
+# Markdown -> HTML
+# ----------------------------------------------------------------------------------------
+
+
+def test_markdown_becomes_styled_html():
+    md = ("# Study `x` — SLSQP\n\nsuccess: **True**, over ``kf``; see [the index](README.md) "
+          "and [five-bar](../five-bar/report.md#table).\n\n"
+          "| parameter | lower | optimum | satisfied |\n|---|---|---|---|\n"
+          "| kf | 14000 | 1.5e-3 | NO |\n| cf | -2.5 | 88.1 % | yes |\n\n"
+          "![objective history](history.png)\n\n"
+          "![running gradient](g.png)\n\nFigure: running gradient of psi3 (`direct`).\n")
+    html = site.render_markdown(md)
+    assert "<strong>True</strong>" in html and "<code>kf</code>" in html
+    assert '<table class="data">' in html and '<div class="table-wrap">' in html
+    # numbers right-aligned (cells and the header of an all-number column), text not
+    assert '<td class="num">14000</td>' in html and '<td class="num">88.1 %</td>' in html
+    assert '<th class="num">lower</th>' in html and "<td>kf</td>" in html
+    assert '<td class="flag-no">NO</td>' in html
+    # figures with numbered captions: a known study figure, then the "Figure:" paragraph
+    figs = re.findall(r"<figure>.*?</figure>", html, flags=re.S)
+    assert len(figs) == 2
+    assert "<b>Figure 1.</b> Objective history: Objective J at each" in figs[0]
+    assert "<b>Figure 2.</b> running gradient of psi3 (direct)." in figs[1]
+    assert "<p>Figure:" not in html
+    # links between reports point at their pages
+    assert 'href="index.html"' in html and 'href="../five-bar/report.html#table"' in html
+    text = re.sub(r"<[^>]+>", " ", html)
+    for raw in RAW_MARKUP:
+        assert raw not in text, raw
+
+
+def test_html_href_keeps_other_links():
+    assert site.html_href("a/README.md") == "a/index.html"
+    assert site.html_href("x.md#s") == "x.html#s"
+    for ref in ("plot.png", "https://example.org/a.md", "#top", "summary.json", ""):
+        assert site.html_href(ref) == ref
+
+
+# ----------------------------------------------------------------------------------------
+# the fixture site
+# ----------------------------------------------------------------------------------------
+
+
+def test_the_site_has_a_page_per_report(built):
+    root, pages = built
+    rel = {p.relative_to(root).as_posix() for p in pages}
+    assert pages[0] == root / "index.html"
+    assert {"index.html", "five-bar/report.html", "comparisons.html"} <= rel
+    if (REPORTS / "buggy-suspension" / "report.md").is_file():
+        assert {"five-bar-design/report.html", "buggy-suspension/report.html",
+                "multi/starts.html", "multi/start-0/report.html"} <= rel
+        if (REPORTS / "buggy-suspension" / "L-BFGS-B" / "report.md").is_file():
+            assert "buggy-suspension/L-BFGS-B/report.html" in rel
+    for p in pages:                                     # every page beside its Markdown
+        assert p.with_suffix(".md").is_file() or p.name == "index.html"
+    # every page is reachable from the index: linked in the navigation bar and the list
+    index = read_page(root / "index.html")
+    targets = {local_target(root / "index.html", h) for h in index.hrefs}
+    assert set(pages) <= targets
+
+
+def test_every_page_is_readable_and_says_where_it_came_from(built):
+    root, pages = built
+    for p in pages:
+        page = read_page(p)
+        html = p.read_text()
+        assert page.tables and all(c == "data" for c in page.tables), p
+        assert "<nav class=\"site\"" in html
+        for raw in RAW_MARKUP:                          # no Markdown markup left visible
+            assert raw not in page.visible, (p, raw)
+        for label in ("Regenerate", "Produced by", "Commit", "Machine", "Date"):
+            assert label in page.visible, (p, label)
+        assert re.search(r"Commit ([0-9a-f]{40}|unknown)", page.visible), p
+        m = re.search(r"Regenerate (workbench \S+[^(]*)", page.visible)
+        assert m and m.group(1).startswith(("workbench reproduce", "workbench report",
+                                            "workbench study")), p
+        # every local link and image resolves; nothing is fetched from the network
+        for ref in page.hrefs + page.srcs:
+            target = local_target(p, ref)
+            if target is not None:
+                assert target.exists(), (p, ref)
+        for ref in page.srcs:
+            assert not re.match(r"^(https?:)?//", ref), (p, ref)
+            assert ref.startswith("data:") or local_target(p, ref) is not None
+
+
+def test_pages_name_their_commands_and_reconstructions(built):
+    root, _ = built
+    fb = read_page(root / "five-bar" / "report.html").visible
+    assert "Regenerate workbench reproduce five-bar" in fb
+    assert "Produced by workbench reproduce --quick --out" in fb
+    assert "Reconstruction." in fb
+    # the published numbers as the paper gives them (5 significant digits, zeros kept)
+    assert "0.74560" in fb and "-2546.6" in fb
+    assert "<figcaption><b>Figure 1.</b> CPU (wall) time" in \
+        (root / "five-bar" / "report.html").read_text()
+    index = read_page(root / "index.html").visible
+    assert "Regenerate workbench reproduce" in index
+    if (root / "buggy-suspension" / "report.html").is_file():
+        study = read_page(root / "buggy-suspension" / "report.html").visible
+        assert "Regenerate workbench report reports/buggy-suspension/cases.db" in study
+        assert "workbench study buggy-suspension --optimizer SLSQP" in study
+        assert "Reconstruction." in study and "kf [N/m]" in study
+        # provenance not recorded for the copied study: said, not invented
+        assert "Commit unknown" in study
+    comp = read_page(root / "comparisons.html").visible
+    assert "semi-recursive [s]" in comp and "saving [%]" in comp
+
+
+def test_the_readme_lists_every_report_once(built):
+    root, pages = built
+    text = (root / "README.md").read_text()
+    assert text.count(site.LINKS_BEGIN) == 1 and text.count(site.LINKS_END) == 1
+    assert text.startswith("# workbench reproduce")            # the simulation table kept
+    assert "[plot](simulate/pendulum/plot.png)" in text
+    for p in pages[1:]:
+        assert f"]({p.with_suffix('.md').relative_to(root).as_posix()})" in text, p
+    assert "(five-bar/report.md)" in text and "(comparisons.md)" in text
+
+
+def test_rebuilding_gives_the_same_tables(built, tmp_path):
+    root, pages = built
+    before = {p: tables_of(p.read_text()) for p in pages}
+    comp = (root / "comparisons.md").read_text()
+    stamp = site.recorded(root / "comparisons.md")
+    again = site.build_site(root, "workbench report x")
+    assert again == pages
+    for p in pages:
+        assert tables_of(p.read_text()) == before[p], p
+    assert (root / "comparisons.md").read_text() == comp
+    assert site.recorded(root / "comparisons.md") == stamp      # unchanged data: not restamped
+    assert (root / "README.md").read_text().count(site.LINKS_BEGIN) == 1
+
+
+def test_provenance_records(tmp_path):
+    md = tmp_path / "r" / "report.md"
+    md.parent.mkdir()
+    md.write_text("# r\n")
+    assert site.recorded(md) is None
+    rec = site.stamp(md, site.command_line(["report", "a b/cases.db"]))
+    assert rec["command"] == "workbench report 'a b/cases.db'"
+    assert site.recorded(md) == rec
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", rec["commit"])
+    assert rec["machine"] and "UTC" in rec["date"]
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        assert rec["commit"] != "unknown"
+
+
+def test_site_root_of_a_recording(tmp_path):
+    d = tmp_path / "out"
+    (d / "study" / "SUB").mkdir(parents=True)
+    (d / "study" / "cases.db").write_bytes(b"")
+    assert site.site_root(d / "study" / "cases.db") == d
+    assert site.site_root(d / "study" / "SUB" / "cases.db") == d
+    (d / "index.html").write_text("")
+    assert site.site_root(d / "study" / "SUB" / "cases.db") == d
+    with pytest.raises(ValueError, match="project folder"):
+        site.build_site(ROOT)
+
+
+# ----------------------------------------------------------------------------------------
+# the committed site
+# ----------------------------------------------------------------------------------------
+
+
+def committed_pages() -> list[Path]:
+    """The HTML pages of the committed ``reports/`` (skip when it has no site)."""
+    if not (REPORTS / "index.html").is_file():
+        pytest.skip("reports/index.html not present (written by `workbench reproduce`)")
+    return [REPORTS / "index.html"] + sorted(
+        p for p in REPORTS.rglob("*.html") if p.name != "index.html"
+        and "simulate" not in p.relative_to(REPORTS).parts)
+
+
+def test_the_committed_site_renders_every_report():
+    pages = committed_pages()
+    for md in REPORTS.rglob("*.md"):
+        if "simulate" in md.relative_to(REPORTS).parts:
+            continue
+        html = REPORTS / "index.html" if md.name == "README.md" else md.with_suffix(".html")
+        assert html.is_file(), md
+    for p in pages:
+        page = read_page(p)
+        for raw in RAW_MARKUP:
+            assert raw not in page.visible, (p, raw)
+        assert "Regenerate workbench " in page.visible and "Commit " in page.visible, p
+        for ref in page.hrefs + page.srcs:
+            target = local_target(p, ref)
+            if target is None:
+                continue
+            if "simulate" in target.parts and not (REPORTS / "simulate").is_dir():
+                continue               # written by the main job (reports/simulate/ ignored)
+            assert target.exists(), (p, ref)
