@@ -5,10 +5,13 @@ A *study* is a builder function returning a :class:`StudySpec` (model, parameter
 bounds, responses, objective weights and constraints).  :func:`run_study` builds the
 problem, runs it with the analytic gradient, repeats it with finite-difference totals for
 comparison, checks the gradient at the optimum against central differences of the
-simulation, and writes ``DIR/NAME/cases.db``, ``summary.json``, ``report.md``,
-``report.html`` and figures.  The study description and the comparison figures are also
-stored inside ``cases.db`` (table ``workbench_study``) so that :func:`report_from_db`
-regenerates the report from the recording alone.
+simulation, and writes ``DIR/NAME/cases.db``, ``summary.json``, ``report.md`` and
+figures (``report.html`` is the report site's rendering of ``report.md``, built by the
+command line: :mod:`workbench.apps.site`).  The study description is stored inside
+``cases.db`` (table ``workbench_study``) before the first analysis and every evaluation
+as it happens (table ``workbench_evaluations``, :mod:`studies.recording`), so that
+:func:`report_from_db` regenerates the report from the recording alone, also of an
+interrupted run.
 """
 
 from __future__ import annotations
@@ -501,7 +504,8 @@ def _gradient_check(spec, x1) -> list:
 
 
 def report_from_db(db: str | Path, echo=print) -> Path:
-    """Regenerate ``report.md``/``report.html`` and figures from a study's ``cases.db``."""
+    """Regenerate ``report.md`` and figures from a study's ``cases.db`` (StudyError for a
+    path that is not a study recording; nothing is created then)."""
     return write_report(Path(db), echo=echo)
 
 
@@ -628,7 +632,7 @@ def _status_line(S: dict, status: str) -> str:
 
 
 def write_report(db: Path, echo=print) -> Path:
-    """Write ``report.md``/``report.html``, ``history.png`` and ``histories.png`` of the
+    """Write ``report.md``, ``history.png`` and ``histories.png`` of the
     recording ``db`` (complete, or interrupted: then the best design so far)."""
     import matplotlib
     matplotlib.use("Agg")

@@ -30,7 +30,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
 from test_site import REPORTS, make_site
 
 RAW_MARKUP = ("**", "`", "](", "![", "|---", "<!--")
@@ -201,6 +200,13 @@ def _path(url: str) -> Path:
     return Path(unquote(urlparse(url).path))
 
 
+def _uncommitted(target: Path) -> bool:
+    """The time histories of the main job's simulations (``simulate/*/history.csv``, 9 MB
+    for n-four-bar) are written by ``workbench reproduce`` but not committed (.gitignore):
+    their links resolve once the main job has run in the checkout."""
+    return target.name == "history.csv" and target.parent.parent.name == "simulate"
+
+
 def crawl(root: Path, shots: Path) -> dict:
     """Open ``root/index.html`` and every page reachable from it; returns
     ``{page: facts}`` and fails on the first problem found (all problems listed)."""
@@ -239,7 +245,7 @@ def crawl(root: Path, shots: Path) -> dict:
                 if not url.startswith("file:"):
                     continue
                 target = _path(url)
-                if not target.exists():
+                if not target.exists() and not _uncommitted(target):
                     problems.append(f"{name}: broken link {url}")
                 elif target.suffix == ".html" and target.is_relative_to(root.resolve()):
                     todo.append(target)

@@ -22,9 +22,8 @@ import pandas as pd
 import pytest
 
 from workbench.apps import site
-from workbench.apps.reports import (FIVE_BAR_OBJECTIVE_UNITS, FIVE_BAR_PUBLISHED,
-                                    PUBLISHED_FORMAT, cpu_table, gradient_table,
-                                    published_beside, timings_table)
+from workbench.apps.reports import (FIVE_BAR_OBJECTIVE_UNITS, FIVE_BAR_PUBLISHED, PUBLISHED_FORMAT,
+                                    cpu_table, gradient_table, published_beside, timings_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -374,6 +373,7 @@ def test_the_committed_site_renders_every_report():
             target = local_target(p, ref)
             if target is None:
                 continue
-            if "simulate" in target.parts and not (REPORTS / "simulate").is_dir():
-                continue               # written by the main job (reports/simulate/ ignored)
+            if "simulate" in target.parts and (target.name == "history.csv"
+                                               or not (REPORTS / "simulate").is_dir()):
+                continue   # written by the main job; history.csv is not committed (9 MB)
             assert target.exists(), (p, ref)

@@ -166,3 +166,27 @@ def test_a_study_killed_with_sigkill_is_reportable_and_resumable(tmp_path):
     assert resumed["design_final"] == full["design_final"]
     summary = json.loads((db.parent / "summary.json").read_text())
     assert summary["status"] == "complete"
+
+
+def test_multistart_refuses_existing_recordings_before_starting_dask(tmp_path):
+    from studies.multistart import run_multistart
+    taken = tmp_path / "five-bar-design" / "start-1"
+    taken.mkdir(parents=True)
+    (taken / "cases.db").write_bytes(b"recorded")
+    with pytest.raises(StudyError, match=r"starts \[1\]"):
+        run_multistart("five-bar-design", "SLSQP", 2, workers=1, out=tmp_path, maxiter=2,
+                       echo=_quiet, t_end=T_END)
+    with pytest.raises(StudyError, match="workers"):
+        run_multistart("five-bar-design", "SLSQP", 2, workers=0, out=tmp_path, maxiter=2,
+                       echo=_quiet, t_end=T_END)
+    assert (taken / "cases.db").read_bytes() == b"recorded"
+    assert sorted(p.name for p in (tmp_path / "five-bar-design").iterdir()) == ["start-1"]
+
+
+def test_a_study_whose_starting_design_fails_reports_and_stops(tmp_path):
+    """StudyError naming the starting design, and the report of what was recorded."""
+    spec = _spec_towards_failure()
+    with pytest.raises(StudyError, match="starting design .* fails"):
+        run_study(spec, "SLSQP", out=tmp_path, x0={"I3B": -0.5}, echo=_quiet)
+    text = (tmp_path / "five-bar-design" / "report.md").read_text()
+    assert "FAILED" in text and "negative moment of inertia" in text

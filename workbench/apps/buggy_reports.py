@@ -21,8 +21,8 @@ import numpy as np
 
 from workbench import objectives as O
 from workbench.apps.reports import (TIMING_REPEATS, _cpu_comparison, _cpu_figure, cpu_table,
-                                    gradient_table, markdown_table, published_beside,
-                                    timed_runs, timings_table)
+                                    gradient_table, markdown_table, published_beside, timed_runs,
+                                    timings_table)
 from workbench.apps.vehicle import iso3888_1_lanes, prepare
 from workbench.integrators.simulation import simulate as _simulate
 from workbench.kernels import tree as K

@@ -838,6 +838,7 @@ def _cmd_study(args) -> int:
                             ("formulation", args.formulation)) if v is not None}
     existing = "overwrite" if args.overwrite else "resume" if args.resume else "error"
     echo = lambda s: print(s, flush=True)                                   # noqa: E731
+    started = time.time()
     if args.starts > 1:
         from studies.multistart import run_multistart
         run_multistart(args.name, args.optimizer, args.starts, workers=args.workers,
@@ -848,10 +849,17 @@ def _cmd_study(args) -> int:
                                                       for k in range(args.starts)])
         return 0
     spec = STUDIES[args.name](**kw)
-    run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
-              compare_fd=not args.no_fd_comparison, echo=echo, subdir=args.subdir,
-              existing=existing, source={"builder": args.name, "kwargs": kw})
-    _publish(args, args.out, [Path(args.out) / args.name / (args.subdir or "") / "report.md"])
+    report = Path(args.out) / args.name / (args.subdir or "") / "report.md"
+    try:
+        run_study(spec, args.optimizer, out=args.out, maxiter=args.maxiter,
+                  compare_fd=not args.no_fd_comparison, echo=echo, subdir=args.subdir,
+                  existing=existing, source={"builder": args.name, "kwargs": kw})
+    except (WorkbenchError, KeyboardInterrupt):
+        # a study that stopped has written the report of what it did: publish it too
+        if report.exists() and report.stat().st_mtime >= started:
+            _publish(args, args.out, [report])
+        raise
+    _publish(args, args.out, [report])
     return 0
 
 

@@ -66,12 +66,14 @@ REPRODUCTION_MODEL = {"five-bar": "five-bar", "buggy-step": "buggy-step",
                       "buggy-dlc": "buggy-dlc"}
 #: captions of the study figures (``studies.core.write_report``), by file name
 STUDY_FIGURES = {
-    "history.png": "Objective J at each recorded driver iteration; with constraints "
+    "history.png": "Objective J at each evaluation of the optimiser (0: the starting "
+                   "design; a red x marks a design whose analysis failed; recordings of "
+                   "older versions: each recorded driver iteration); with constraints "
                    "(SLSQP), each constraint's margin (value - bound) / |bound| on the "
                    "right (<= 0: satisfied).",
     "histories.png": "Time histories of the measures behind each dynamic response at the "
-                     "baseline (dashed) and at the optimum (solid), re-simulated from the "
-                     "recorded designs.",
+                     "baseline (dashed) and at the optimum, or the best design so far of an "
+                     "unfinished run (solid), re-simulated from the recorded designs.",
 }
 RECONSTRUCTION_TEXT = {
     "five-bar": "The five-bar model is rebuilt from the benchmark's published description; "
