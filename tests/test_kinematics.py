@@ -175,6 +175,10 @@ def closed_model(kind, planar, seed=5):
     rng = np.random.default_rng(seed)
     m = Model(f"closed-{kind}", planar=planar)
     branches = [("revolute", "universal", "cylindrical"), ("prismatic", "spherical", "floating")]
+    if planar:
+        # a planar model keeps its tree in the plane (checked at compile): revolute axes
+        # along z, prismatic axes in the plane, frames rotated about z
+        branches = [("revolute", "prismatic", "revolute"), ("prismatic", "revolute", "revolute")]
     last = []
     for bi, types in enumerate(branches):
         parent = GROUND
@@ -182,9 +186,15 @@ def closed_model(kind, planar, seed=5):
             b = f"br{bi}_{k}"
             m.body(b, mass=1.0, com=tuple(rng.uniform(-0.3, 0.3, 3)), inertia=(0.1, 0.2, 0.3),
                    points={"c": tuple(rng.uniform(-0.5, 0.5, 3))})
+            axis, orient = tuple(random_unit(rng)), random_rotation(rng)
+            if planar:
+                axis = (0.0, 0.0, 1.0) if jt == "revolute" else \
+                    tuple(np.r_[random_unit(rng)[:2], 0.0])
+                ang = rng.uniform(0.0, 6.0)
+                c, s_ = np.cos(ang), np.sin(ang)
+                orient = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])
             m.joint(f"j{bi}{k}", jt, parent, b, parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
-                    axis=tuple(random_unit(rng)), axis2=tuple(random_unit(rng)),
-                    orientation=random_rotation(rng))
+                    axis=axis, axis2=tuple(random_unit(rng)), orientation=orient)
             parent = b
         last.append(parent)
     if kind == "distance":
