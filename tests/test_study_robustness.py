@@ -190,3 +190,33 @@ def test_a_study_whose_starting_design_fails_reports_and_stops(tmp_path):
         run_study(spec, "SLSQP", out=tmp_path, x0={"I3B": -0.5}, echo=_quiet)
     text = (tmp_path / "five-bar-design" / "report.md").read_text()
     assert "FAILED" in text and "negative moment of inertia" in text
+
+
+def test_ctrl_c_on_the_command_line_stops_with_130_and_a_reportable_recording(tmp_path):
+    """SIGINT to `workbench study`: exit status 130, one error line, the report of the
+    interrupted run written; `--resume` then finishes it (the same optimum as an
+    uninterrupted run is the claim of the tests above)."""
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "workbench.apps.cli", "study", "five-bar-design", "--t-end",
+           str(T_END), "--maxiter", "30", "--no-fd-comparison", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = out / "five-bar-design" / "cases.db"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if db.exists() and sum(r["kind"] == "value" for r in read_evaluations(db)) >= 2:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.fail("the study finished before it could be interrupted")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "error: interrupted" and "Traceback" not in err
+    text = (db.parent / "report.md").read_text()
+    assert "INTERRUPTED" in text
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((db.parent / "summary.json").read_text())["status"] == "complete"
