@@ -63,6 +63,7 @@ REPRODUCE_RUNS = (
     ("slider-crank", {}, None, None),
     ("five-bar", {}, None, None),
     ("bricard", {}, None, None),
+    ("quick-return", {}, None, None),
 )
 #: buggy reports included in ``workbench reproduce all``: the double lane change (~35 s
 #: with the global-formulation comparison); the step descent (4500 steps of 1 ms,
