@@ -28,10 +28,12 @@ import openmdao.api as om
 from components import MultibodyResponse, StaticResponse
 from workbench import simulate
 from workbench.errors import ModelError, StudyError
+from workbench.formulations import get as get_formulation
 from workbench.model import catalog
 from workbench.objectives import compile_objectives, model_objectives, resolve_objectives
 from workbench.sensitivities import measure_values
 from workbench.sensitivities.driver import sensitivity
+from workbench.sensitivities.sweeps import FAMILY_SWEEPS
 from workbench.statics import static_responses
 
 from .recording import DESIGN_FAILURES, EvaluationLog, FailureGuard, read_evaluations
@@ -198,6 +200,10 @@ def validate_spec(spec: StudySpec, optimizer: str, maxiter: int, x0: dict | None
         raise StudyError(f"{name}: maxiter must be a positive whole number, got {maxiter!r}")
     if not spec.parameters:
         raise StudyError(f"{name}: no design parameters")
+    family = get_formulation(spec.formulation).family
+    if family not in FAMILY_SWEEPS:
+        raise StudyError(f"{name}: formulation {spec.formulation!r} has no design "
+                         "sensitivities yet, and a study needs them")
     if not spec.objective:
         raise StudyError(f"{name}: empty objective (no response weights)")
     for nm in spec.parameters:

@@ -11,16 +11,31 @@ from workbench.formulations import REGISTRY, UnknownFormulationError, get
 from workbench.integrators.simulation import FAMILY_RUNS
 from workbench.sensitivities.sweeps import FAMILY_SWEEPS
 
+#: families that simulate but have no sensitivity sweeps yet (refused by name, tested below)
+SIMULATION_ONLY = {"multipliers"}
+
 
 def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():
-    assert set(REGISTRY) == {"sr-com", "sr-origin", "global"}
-    codes = [f.code for f in REGISTRY.values()]
-    assert len(set(codes)) == len(codes)                    # the kernels tell them apart
+    assert set(REGISTRY) == {"sr-com", "sr-origin", "global", "multipliers",
+                             "multipliers-origin"}
+    for family in {f.family for f in REGISTRY.values()}:
+        codes = [f.code for f in REGISTRY.values() if f.family == family]
+        assert len(set(codes)) == len(codes)        # a family's kernels tell them apart
     for name, f in REGISTRY.items():
         assert f.name == name
-        assert f.family in FAMILY_RUNS and f.family in FAMILY_SWEEPS
+        assert f.family in FAMILY_RUNS
+        assert (f.family in FAMILY_SWEEPS) != (f.family in SIMULATION_ONLY)
         # the statics of a formulation are those of a registered one with statics
         assert REGISTRY[f.statics_formulation].family == "semirecursive"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, f in REGISTRY.items()
+                                        if f.family in SIMULATION_ONLY))
+def test_a_simulation_only_formulation_simulates_and_refuses_gradients(name):
+    res = wb.simulate("five-bar", t_end=0.01, dt=1e-3, formulation=name)
+    assert res.formulation == name and res.steps == 10
+    with pytest.raises(ValueError, match="no design sensitivities yet"):
+        wb.sensitivity("five-bar", t_end=0.01, dt=1e-3, formulation=name)
 
 
 def test_an_unknown_formulation_is_a_typed_error_naming_the_choices():

@@ -432,7 +432,9 @@ def _add_common_sim_args(p):
                    help="sr-com: SR-I/RTdyn0, centre-of-mass reference points (default); "
                         "sr-origin: SR-II/RTdyn1, global-origin reference point; "
                         "global: global Matrix-R formulation in natural coordinates (same "
-                        "independent coordinates)")
+                        "independent coordinates); multipliers, multipliers-origin: the "
+                        "semi-recursive equations with the loop closures solved by Lagrange "
+                        "multipliers and Baumgarte stabilisation (seed 000; simulation only)")
 
 
 def _add_simulate(sub):

@@ -12,11 +12,13 @@ from __future__ import annotations
 from workbench.errors import ModelError
 from workbench.formulations.interface import (FORM_COM, FORM_GLOBAL, FORM_ORIGIN, POS_MAXIT,
                                               POS_TOL, Formulation)
+from workbench.formulations.multipliers import MULT_COM, MULT_ORIGIN
 from workbench.formulations.natural import NATURAL
 from workbench.formulations.semirecursive import SR_COM, SR_ORIGIN
 
 #: every formulation by name
-REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL)}
+REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL, MULT_COM,
+                                                        MULT_ORIGIN)}
 
 
 class UnknownFormulationError(ModelError, ValueError):

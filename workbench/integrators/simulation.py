@@ -13,6 +13,7 @@ import numpy as np
 from workbench.errors import OptionError, SingularConfigurationError
 from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
+from workbench.formulations.multipliers.kernels import integrate_multipliers
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
@@ -222,7 +223,7 @@ class SimulationResult:
 def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
              newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False,
-             progress=None) -> SimulationResult:
+             progress=None, baumgarte: tuple | None = None) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
 
@@ -242,6 +243,10 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     following :func:`workbench.sensitivities.driver.sensitivity` with ``simulation=result`` skips
     re-evaluating it (the semi-recursive formulations; ignored by ``"global"``).
 
+    ``baumgarte = (alpha, beta)`` (1/s) sets the stabilisation of the multiplier
+    formulations (default :data:`BAUMGARTE_DEFAULT`); ``result.multipliers`` (N x m) then
+    holds the constraint forces ``lambda`` of every row.
+
     ``progress(done_rows, total_rows)``, when given, is called about every
     0.25 s during long semi-recursive runs (a progress bar; see :data:`PROGRESS`).
 
@@ -254,6 +259,17 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ------
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
+    if baumgarte is not None:
+        alpha, beta = (float(v) for v in baumgarte)
+        if not (np.isfinite(alpha) and np.isfinite(beta) and alpha >= 0 and beta >= 0):
+            raise OptionError(f"baumgarte = {baumgarte!r}: (alpha, beta) must be finite and "
+                              "not negative")
+        token = BAUMGARTE.set((alpha, beta))
+        try:
+            return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
+                            keep_states, progress)
+        finally:
+            BAUMGARTE.reset(token)
     if progress is not None:
         with reporting_progress(progress):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
@@ -530,4 +546,58 @@ def _run_natural(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxi
 
 
 #: the trapezoidal loop of each formulation family (:attr:`Formulation.family`)
-FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global}
+#: Baumgarte parameters ``(alpha, beta)`` in 1/s of the multiplier formulation (seed 000
+#: eq 60: ``Phi_ddot + 2 alpha Phi_dot + beta^2 Phi = 0``): critically damped constraint
+#: error with time constant 1/beta = 50 ms.  Rule of thumb: alpha = beta, between the
+#: inverse of the motion's time scale and 1/(10 h); larger values hold the constraints
+#: tighter but stiffen the equations.  Set per run with ``simulate(..., baumgarte=...)``.
+BAUMGARTE_DEFAULT = (20.0, 20.0)
+BAUMGARTE = contextvars.ContextVar("workbench_baumgarte", default=BAUMGARTE_DEFAULT)
+
+
+def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                     newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """The multiplier loop (:func:`workbench.formulations.multipliers.kernels.integrate_multipliers`)
+    from the consistent initial state of the Matrix-R position and velocity problems (no
+    restarts and no kept states: :attr:`Formulation.checkpointing`,
+    :attr:`Formulation.keeps_states`)."""
+    other = [nm for nm in cm.dof_names if nm not in cm.coord_names]
+    if other:
+        raise OptionError(f"model {cm.name!r}: formulation {formulation!r} needs degrees of "
+                          f"freedom that are joint coordinates; {other} are not (natural "
+                          "coordinates of points): not supported yet")
+    ev = MR.evaluate_state(cm.arrays, cm.arrays.p, form, float(t0),
+                           np.ascontiguousarray(zi0, dtype=float),
+                           np.ascontiguousarray(zdi0, dtype=float),
+                           np.ascontiguousarray(z0, dtype=float), POS_TOL, POS_MAXIT)
+    raise_for_status(cm, ev.status, float(t0), ev.err, ev.bad,
+                     f"model {cm.name!r} (initial state)")
+    alpha, beta = (float(v) for v in BAUMGARTE.get())
+    n, m, N = cm.n, cm.m, nsteps + 1
+    T, Z, ZD, ZDD = np.zeros(N), np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+    L, viol, vviol, E = np.zeros((N, m)), np.zeros(N), np.zeros(N), np.zeros(N)
+    iters = np.zeros(N, dtype=np.int64)
+    progress = np.zeros(1, dtype=np.int64)
+    start = _time.perf_counter()
+    st, step, t, value, bad = integrate_multipliers(
+        cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, ev.z, ev.zd, alpha, beta,
+        newton_tol, newton_maxit, T, Z, ZD, ZDD, L, viol, vviol, E, iters, progress)
+    wall = _time.perf_counter() - start
+    ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
+                                                   else f", step {step}")
+    raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
+    cols = [cm.coord_names.index(nm) for nm in cm.dof_names]
+    steps = np.ones((N, 2), dtype=np.int64)
+    steps[0] = 0
+    res = SimulationResult(
+        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD, zi=Z[:, cols],
+        zdi=ZD[:, cols], zddi=ZDD[:, cols], constraint_violation=viol,
+        velocity_violation=vviol, newton_iterations=iters,
+        energy=E if cm.conservative else None, step_kind=steps, coord_names=cm.coord_names,
+        dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall, compiled=cm)
+    res.multipliers = L
+    return res
+
+
+FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global,
+               "multipliers": _run_multipliers}

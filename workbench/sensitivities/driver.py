@@ -85,8 +85,9 @@ from workbench.compiled.build import CompiledModel
 from workbench.compiled.parameters import (cyclic_dofs, initial_sensitivities,
                                            kinematic_parameters, parameter_columns,
                                            reverse_parameters)
-from workbench.errors import NonFiniteError, SensitivityError, SingularConfigurationError
-from workbench.formulations import formulation_code
+from workbench.errors import (NonFiniteError, OptionError, SensitivityError,
+                              SingularConfigurationError)
+from workbench.formulations import REGISTRY, formulation_code
 from workbench.formulations import get as get_formulation
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
@@ -224,6 +225,11 @@ def measure_values(sim, co) -> np.ndarray:
     ma = cm.arrays
     N = len(sim.t)
     MV = np.zeros((N, co.n_measures))
+    if get_formulation(sim.formulation).family not in SW.FAMILY_SWEEPS:
+        # a simulation-only family (multipliers): its rows hold every coordinate, rate and
+        # acceleration, so the measures need the frame kinematics only
+        S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a, co.ms_c, MV)
+        return MV
     measure_history = _sweeps(cm, sim, co)[2]
     st, k = measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
                             sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
@@ -301,6 +307,12 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
             raise ValueError(f"{label} must be a positive number, got {v!r}")
     cm = as_compiled(model)
     form = formulation_code(formulation)
+    family = get_formulation(formulation).family
+    if family not in SW.FAMILY_SWEEPS:
+        raise OptionError(f"formulation {formulation!r} (family {family!r}) has no design "
+                          "sensitivities yet; choose one of "
+                          + ", ".join(sorted(k for k, f in REGISTRY.items()
+                                             if f.family in SW.FAMILY_SWEEPS)))
     meta = getattr(cm.model, "meta", {}) or {}
     if simulation is not None:
         # its grid is the default; a different model, design, formulation or grid is refused
