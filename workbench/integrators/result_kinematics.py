@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from workbench.errors import UnknownNameError
+from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive.step_jacobians import measures_stored
 from workbench.kernels import layout as AR
 from workbench.kernels import measures as MS
@@ -155,3 +156,34 @@ def vector_history(cm, z, zd, zdd, name):
     E = np.zeros((Z.shape[0], 1, 3, 3))
     vectors_stored(ma2, ma2.p, Z, ZD, ZDD, np.array([vc_body.shape[0] - 1], dtype=_I64), E)
     return E[:, 0, 0].copy(), E[:, 0, 1].copy(), E[:, 0, 2].copy()
+
+
+@njit(cache=True)
+def constraint_forces_stored(ma, p, form, TT, ZZ, ZD, ZDD, L):
+    """Multipliers ``L[n]`` (m) of the closure constraints recovered from a stored row of
+    any formulation: the open-tree equations ``M zdd - Q + Phi_z^T lambda = 0`` hold on the
+    constraint manifold, so ``Phi_z^T lambda = -tau(z, zd, zdd)`` with ``tau = M zdd - Q``
+    the semi-recursive inverse dynamics (``form``: the reference point), solved in the
+    least-squares sense (minimum-norm multipliers of redundant constraints)."""
+    N = ZZ.shape[0]
+    n = ZZ.shape[1]
+    m = L.shape[1]
+    ws = MR.make_workspace(ma, n)
+    tau = np.zeros(n)
+    Jc = np.zeros((m, n))
+    for k in range(N):
+        K.frame_positions(ma, p, ZZ[k], ws.A, ws.r, ws.u)
+        K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+        MR.residual_tau(ma, p, TT[k], ZZ[k], ZD[k], ZDD[k], ws, form, tau)
+        K.constraint_jacobian(ma, p, ws.A, ws.r, ws.bcol, n, Jc)
+        L[k] = np.linalg.lstsq(Jc.T.copy(), -tau, rcond=1e-12)[0]
+
+
+def constraint_force_history(cm, form, t, z, zd, zdd) -> np.ndarray:
+    """``(N, m)`` multipliers of the closure constraints along stored rows
+    (:func:`constraint_forces_stored`)."""
+    L = np.zeros((len(t), cm.m))
+    if cm.m:
+        T = np.ascontiguousarray(t, dtype=np.float64)
+        constraint_forces_stored(cm.arrays, cm.arrays.p, form, T, *_rows(z, zd, zdd), L)
+    return L

@@ -18,7 +18,8 @@ from workbench.formulations.natural.build import global_model
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
 from workbench.integrators import trapezoidal as TZ
-from workbench.integrators.result_kinematics import (angular_velocity_history, point_history,
+from workbench.integrators.result_kinematics import (angular_velocity_history,
+                                                     constraint_force_history, point_history,
                                                      vector_history)
 from workbench.model.catalog import as_compiled
 from workbench.statics import equilibrium_start
@@ -181,6 +182,23 @@ class SimulationResult:
         (``frame="global"``) or on the body's own axes (``frame="body"``, e.g. the roll
         rate of a chassis is the body-x component)."""
         return angular_velocity_history(*self._kinematics_args(), body, frame)
+
+    def constraint_forces(self) -> np.ndarray:
+        """Lagrange multipliers ``lambda`` (N x m) of the closure constraints (one column
+        per equation, named by ``compiled.constraint_names``): the generalized constraint
+        forces are ``-Phi_z^T lambda``; for a point-coincidence cut (revolute, spherical
+        cuts' first equations: ``Phi = x_1 - x_2``) ``-lambda`` is the force the cut applies
+        to ``body1`` (N), ``+lambda`` the one on ``body2``.  The multiplier formulations
+        return the multipliers they integrated; the others recover them from the open-tree
+        equations at each stored row (:func:`~workbench.integrators.result_kinematics.constraint_forces_stored`,
+        exact for the row's state)."""
+        if getattr(self, "multipliers", None) is not None:
+            return self.multipliers
+        form = get_formulation(self.formulation).code
+        if get_formulation(self.formulation).family == "natural":
+            form = get_formulation("sr-com").code        # same z: the SR-I open-tree terms
+        return constraint_force_history(self.compiled, form, self.t, self.z, self.zd,
+                                        self.zdd)
 
     def summary(self) -> dict:
         return {
