@@ -36,7 +36,8 @@ from workbench.sensitivities.driver import sensitivity
 from workbench.sensitivities.sweeps import FAMILY_SWEEPS
 from workbench.statics import static_responses
 
-from .recording import DESIGN_FAILURES, EvaluationLog, FailureGuard, read_evaluations
+from .recording import (DESIGN_FAILURES, EvaluationLog, FailureGuard, read_evaluations,
+                        scaled_design)
 
 OPTIMIZERS = ("SLSQP", "L-BFGS-B")
 
@@ -258,9 +259,7 @@ def _run(prob, spec, guard, echo):
 
 
 def _ends_failed(prob, guard) -> bool:
-    x = prob.driver.get_design_var_values(driver_scaling=True)
-    x = np.concatenate([np.atleast_1d(v).ravel() for v in x.values()])
-    return guard.is_failed(x)
+    return guard.is_failed(scaled_design(prob.driver))
 
 
 def _progress(prob, spec, echo, label="evaluation"):

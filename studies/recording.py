@@ -54,6 +54,12 @@ _COLUMNS = ("seq INTEGER, kind TEXT, x TEXT, design TEXT, status TEXT, reason TE
 DESIGN_FAILURES = (om.AnalysisError, WorkbenchError)
 
 
+def scaled_design(driver) -> np.ndarray:
+    """The driver's current design as the optimiser sees it (driver-scaled, flat)."""
+    x = driver.get_design_var_values(driver_scaling=True)
+    return np.concatenate([np.atleast_1d(v).ravel() for v in x.values()])
+
+
 def _key(x) -> str:
     return json.dumps([float(v) for v in np.asarray(x, dtype=float).ravel()])
 
@@ -124,8 +130,7 @@ class FailureGuard:
     # -- the starting design (the driver's initial run) ----------------------------------
     def start(self):
         d = self.driver
-        x = d.get_design_var_values(driver_scaling=True)
-        x = np.concatenate([np.atleast_1d(v).ravel() for v in x.values()])
+        x = scaled_design(d)
         f = float(next(iter(d.get_objective_values(driver_scaling=True).values()))[0])
         con = {k: np.array(v, dtype=float) for k, v in
                d.get_constraint_values(driver_scaling=True).items()}

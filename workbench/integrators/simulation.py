@@ -13,7 +13,6 @@ import numpy as np
 from workbench.errors import OptionError, SingularConfigurationError
 from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
-from workbench.formulations.multipliers.kernels import integrate_multipliers
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
@@ -575,7 +574,7 @@ BAUMGARTE = contextvars.ContextVar("workbench_baumgarte", default=BAUMGARTE_DEFA
 
 def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
                      newton_maxit, resume, kofs, keep_states) -> SimulationResult:
-    """The multiplier loop (:func:`workbench.formulations.multipliers.kernels.integrate_multipliers`)
+    """The multiplier loop (:func:`workbench.integrators.trapezoidal.integrate_multipliers`)
     from the consistent initial state of the Matrix-R position and velocity problems (no
     restarts and no kept states: :attr:`Formulation.checkpointing`,
     :attr:`Formulation.keeps_states`)."""
@@ -597,7 +596,7 @@ def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
     iters = np.zeros(N, dtype=np.int64)
     progress = np.zeros(1, dtype=np.int64)
     start = _time.perf_counter()
-    st, step, t, value, bad = integrate_multipliers(
+    st, step, t, value, bad = TZ.integrate_multipliers(
         cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, ev.z, ev.zd, alpha, beta,
         newton_tol, newton_maxit, T, Z, ZD, ZDD, L, viol, vviol, E, iters, progress)
     wall = _time.perf_counter() - start

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from workbench.formulations.multipliers import kernels as MU
 from workbench.formulations.natural import kernels as G
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import layout as AR
@@ -700,3 +701,113 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
                      ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
     return OK, nsteps, t, 0.0, -1
 
+
+# ----------------------------------------------------------------------------------------
+# the multiplier loop (seed 000 eqs 58-63)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _record_multipliers(k, t, z, zd, zdd, lam, phi, phid, E, iters, T_out, Z_out, ZD_out, ZDD_out, L_out,
+            VIOL_out, VVIOL_out, E_out, IT_out):
+    T_out[k] = t
+    Z_out[k] = z
+    ZD_out[k] = zd
+    ZDD_out[k] = zdd
+    L_out[k] = lam
+    VIOL_out[k] = np.abs(phi).max() if phi.shape[0] else 0.0
+    VVIOL_out[k] = np.abs(phid).max() if phid.shape[0] else 0.0
+    E_out[k] = E
+    IT_out[k] = iters
+
+
+@njit(cache=True, nogil=True)
+def integrate_multipliers(ma, p, form, t0, h, nsteps, z0, zd0, alpha, beta, newton_tol,
+                          newton_maxit, T_out, Z_out, ZD_out, ZDD_out, L_out, VIOL_out,
+                          VVIOL_out, E_out, IT_out, progress):
+    """Fixed-step implicit trapezoidal rule on all coordinates with the multipliers
+    (:mod:`workbench.formulations.multipliers.kernels`: residual, iteration matrix).  ``(z0, zd0)``: a consistent initial state.  Returns (status, step, time,
+    value, bad) like the other loops; ``progress[0]`` counts the rows written."""
+    n = z0.shape[0]
+    m = ma.c_type.shape[0]
+    ws = MR.make_workspace(ma, n)
+    M = np.zeros((n, n))
+    Jc = np.zeros((m, n))
+    phi = np.zeros(m)
+    phid = np.zeros(m)
+    cacc = np.zeros(m)
+    crhs = np.zeros(m)
+    tau = np.zeros(n)
+    Kd = np.zeros((n, n))
+    Cd = np.zeros((n, n))
+    S = np.zeros((n + m, n + m))
+    rhs = np.zeros(n + m)
+    z = z0.copy()
+    zd = zd0.copy()
+    E = MU.augmented_terms(ma, p, form, t0, z, zd, ws, M, Jc, phi, phid, cacc, tau)
+    MU.constraint_rhs(phi, phid, cacc, alpha, beta, crhs)
+    x = MU.solve_augmented(M, Jc, tau, crhs, S, rhs)
+    a = x[:n].copy()
+    lam = x[n:].copy()
+    if not (np.isfinite(a).all() and np.isfinite(lam).all()):
+        return ST_NONFINITE, 0, t0, np.nan, -1
+    _record_multipliers(0, t0, z, zd, a, lam, phi, phid, E, 0, T_out, Z_out, ZD_out, ZDD_out,
+                        L_out, VIOL_out, VVIOL_out, E_out, IT_out)
+    progress[0] = 1
+    zn = z.copy()
+    zdn = zd.copy()
+    an = a.copy()
+    W = np.zeros((n + m, n + m))
+    Mi = np.zeros((n, n))
+    r = np.zeros(n + m)
+    g = 1.0 + alpha * h + 0.25 * beta * beta * h * h
+    for k in range(1, nsteps + 1):
+        t = t0 + k * h
+        zn[:] = Z_out[k - 1]
+        zdn[:] = ZD_out[k - 1]
+        an[:] = ZDD_out[k - 1]
+        a[:] = an
+        lam[:] = L_out[k - 1]
+        converged = False
+        it = 0
+        err = np.inf
+        while it < newton_maxit:
+            trapezoidal_update(zn, zdn, an, a, h, z, zd)
+            E = MU.augmented_terms(ma, p, form, t, z, zd, ws, M, Jc, phi, phid, cacc, tau)
+            MU.constraint_rhs(phi, phid, cacc, alpha, beta, crhs)
+            # residual [M a + tau + Phi_z^T lambda; Phi_z a - crhs]
+            r[:n] = M @ a + tau + Jc.T @ lam
+            r[n:] = Jc @ a - crhs
+            if it == 0:
+                MR.force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
+                W[:, :] = 0.0
+                iteration_matrix(M, Cd, Kd, 0.5 * h, 0.25 * h * h, Mi)
+                W[:n, :n] = Mi
+                W[:n, n:] = Jc.T
+                W[n:, :n] = g * Jc
+            dx = np.linalg.lstsq(W, -r, rcond=1e-13)[0]
+            if not np.isfinite(dx).all():
+                return ST_NONFINITE, k, t, np.nan, -1
+            scale = 1.0
+            err = 0.0
+            for i in range(n):
+                a[i] += dx[i]
+                scale = max(scale, abs(a[i]))
+                err = max(err, abs(dx[i]))
+            for i in range(m):
+                lam[i] += dx[n + i]
+            it += 1
+            if correction_converged(err, newton_tol, scale):
+                converged = True
+                break
+        if not converged:
+            return ST_NEWTON, k, t, err, -1
+        # the state that goes with the converged accelerations
+        trapezoidal_update(zn, zdn, an, a, h, z, zd)
+        E = MU.augmented_terms(ma, p, form, t, z, zd, ws, M, Jc, phi, phid, cacc, tau)
+        if not (np.isfinite(z).all() and np.isfinite(zd).all()):
+            return ST_NONFINITE, k, t, np.nan, -1
+        _record_multipliers(k, t, z, zd, a, lam, phi, phid, E, it, T_out, Z_out, ZD_out,
+                            ZDD_out, L_out, VIOL_out, VVIOL_out, E_out, IT_out)
+        progress[0] = k + 1
+    return OK, nsteps + 1, t0 + nsteps * h, 0.0, -1
