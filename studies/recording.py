@@ -121,6 +121,7 @@ class FailureGuard:
                 (self.values if r["kind"] == "value" else self.grads)[r["x"]] = r
         self.failed = {}            # key -> reason
         self.good = None            # (x, f, con) of the last design that succeeded
+        self.good_design = None     # its physical design (parameter values)
         self.good_grad = None       # (key, full Jacobian) of that design, when computed
         self.model_key = None       # the design the model holds (last run that succeeded)
         self.run_in_row = 0
@@ -137,7 +138,7 @@ class FailureGuard:
         self.good = (x.copy(), f, con)
         self.good_design = self.design_of()
         self.model_key = _key(x)
-        self.log.append("start", x, self.design_of(), "ok", "", f,
+        self.log.append("start", x, self.good_design, "ok", "", f,
                         {"con": {k: v.tolist() for k, v in con.items()},
                          "responses": self.responses_of()}, 0.0)
 
@@ -179,7 +180,7 @@ class FailureGuard:
         self.good_design = self.design_of()
         self.model_key = key
         self.run_in_row = 0
-        self.log.append("value", x_new, self.design_of(), "ok", "", f,
+        self.log.append("value", x_new, self.good_design, "ok", "", f,
                         {"con": {k: v.tolist() for k, v in con.items()},
                          "responses": self.responses_of()}, wall)
         self._tick(f, False)
