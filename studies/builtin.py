@@ -38,10 +38,8 @@ def _baseline(spec: StudySpec) -> dict:
             res = static_responses(cm, case.objectives, spec.parameters)
             out.update({case.output(r): float(v) for r, v in zip(res.responses, res.values)})
             continue
-        meta = getattr(cm.model, "meta", {}) or {}
         co = resolve_objectives(cm, case.objectives)
-        sim = simulate(cm, case.t_end if case.t_end is not None else meta.get("t_end", 1.0),
-                       case.dt if case.dt is not None else meta.get("dt", 1e-3), spec.formulation)
+        sim = simulate(cm, *case.grid(cm), spec.formulation)
         out.update({case.output(r): float(v) for r, v in zip(co.names,
                                                              objective_values(sim, co))})
     return out

@@ -69,6 +69,13 @@ class Case:
     def compiled(self, design: dict | None = None):
         return self.model_object().compile(design or {})
 
+    def grid(self, cm) -> tuple[float, float]:
+        """``(t_end, dt)`` of the case's simulation: its own, else the model file's, else
+        1 s and 1e-3 s."""
+        meta = getattr(cm.model, "meta", {}) or {}
+        return (self.t_end if self.t_end is not None else meta.get("t_end", 1.0),
+                self.dt if self.dt is not None else meta.get("dt", 1e-3))
+
     def component(self, spec: "StudySpec"):
         """The OpenMDAO component of this case and the names of its responses."""
         cm = self.compiled()
@@ -596,11 +603,10 @@ def _histories_figure(S: dict, path: Path) -> None:
     for ax, case in zip(axs[:, 0], dyn):
         shown = 0
         for lab, x in (("baseline", S["design_initial"]), (final, S["design_final"])):
-            cm = Case(case.get("label", ""), case["model"], load=case.get("load")).compiled(x)
-            meta = getattr(cm.model, "meta", {}) or {}
-            t_end = case["t_end"] if case.get("t_end") is not None else meta.get("t_end", 1.0)
-            dt = case["dt"] if case.get("dt") is not None else meta.get("dt", 1e-3)
-            res = simulate(cm, t_end, dt, S["formulation"])
+            c = Case(case.get("label", ""), case["model"], t_end=case.get("t_end"),
+                     dt=case.get("dt"), load=case.get("load"))
+            cm = c.compiled(x)
+            res = simulate(cm, *c.grid(cm), S["formulation"])
             co = resolve_objectives(cm, model_objectives(cm.model))
             MV = measure_values(res, co)
             shown = min(MV.shape[1], MAX_MEASURES_DRAWN)

@@ -49,7 +49,7 @@ def planar_jacobian(cm, z, point, body):
     ma = cm.arrays
     A, r, u, bcol = kinematics(cm, z)
     Jp, Jw = np.zeros((3, cm.n)), np.zeros((3, cm.n))
-    K.point_jacobian(ma, ma.p, A, r, bcol, cm.point_names.index(point), Jp)
+    K.point_jacobian(ma, ma.p, A, r, bcol, cm.point(point), Jp)
     K.omega_jacobian(ma, bcol, cm.body_names.index(body), Jw)
     return np.vstack([Jp[:2], Jw[2:3]])
 
@@ -58,7 +58,7 @@ def point_xy(cm, z, point):
     ma = cm.arrays
     A, r, _, _ = kinematics(cm, z)
     x = np.zeros(3)
-    K.point_position(ma, ma.p, A, r, cm.point_names.index(point), x)
+    K.point_position(ma, ma.p, A, r, cm.point(point), x)
     return x[:2]
 
 

@@ -40,7 +40,7 @@ from workbench.apps.progress import compile_report, simulation_bar, watch_compil
 from workbench.apps.vehicle import prepare as _prepare
 from workbench.errors import UnknownNameError, WorkbenchError
 from workbench.formulations import REGISTRY, formulation_code
-from workbench.integrators.simulation import energy_trend, reporting_progress, simulate
+from workbench.integrators.simulation import energy_trend, run_settings, simulate
 from workbench.model import catalog
 from workbench.model.files import load_model as _load_file
 from workbench.sensitivities.driver import sensitivity
@@ -524,7 +524,7 @@ def _cmd_sensitivity(args) -> int:
           file=sys.stderr, flush=True)
     bar = simulation_bar(f"{model.name} (forward run)")
     try:
-        with reporting_progress(bar):
+        with run_settings(progress=bar):
             res = sensitivity(model, parameters=params, method=args.method,
                               variant=args.variant, formulation=args.formulation,
                               t_end=args.t_end, dt=args.dt, threads=args.threads)

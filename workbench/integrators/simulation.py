@@ -276,19 +276,8 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ------
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
-    if baumgarte is not None:
-        alpha, beta = (float(v) for v in baumgarte)
-        if not (np.isfinite(alpha) and np.isfinite(beta) and alpha >= 0 and beta >= 0):
-            raise OptionError(f"baumgarte = {baumgarte!r}: (alpha, beta) must be finite and "
-                              "not negative")
-        token = BAUMGARTE.set((alpha, beta))
-        try:
-            return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
-                            keep_states, progress)
-        finally:
-            BAUMGARTE.reset(token)
-    if progress is not None:
-        with reporting_progress(progress):
+    if progress is not None or baumgarte is not None:
+        with run_settings(progress, baumgarte):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
                             keep_states)
     cm = as_compiled(model)
@@ -399,15 +388,36 @@ PROGRESS_MIN_STEPS = 2000
 PROGRESS_POLL_S = 0.25
 
 
+#: Baumgarte parameters ``(alpha, beta)`` in 1/s of the multiplier formulation (seed 000
+#: eq 60: ``Phi_ddot + 2 alpha Phi_dot + beta^2 Phi = 0``): critically damped constraint
+#: error with time constant 1/beta = 50 ms.  Rule of thumb: alpha = beta, between the
+#: inverse of the motion's time scale and 1/(10 h); larger values hold the constraints
+#: tighter but stiffen the equations.  Set per run with ``simulate(..., baumgarte=...)``.
+BAUMGARTE_DEFAULT = (20.0, 20.0)
+BAUMGARTE = contextvars.ContextVar("workbench_baumgarte", default=BAUMGARTE_DEFAULT)
+
+
 @contextlib.contextmanager
-def reporting_progress(callback):
-    """Within the block, long simulations (also those inside a sensitivity computation)
-    call ``callback(done_rows, total_rows)`` about every :data:`PROGRESS_POLL_S`."""
-    token = PROGRESS.set(callback)
+def run_settings(progress=None, baumgarte=None):
+    """Within the block, runs (also those inside a sensitivity computation) use these
+    settings: ``progress(done_rows, total_rows)`` is called about every
+    :data:`PROGRESS_POLL_S` during long runs (:data:`PROGRESS`), ``baumgarte = (alpha,
+    beta)`` stabilises the multiplier formulations (:data:`BAUMGARTE`).  None keeps the
+    current setting."""
+    tokens = []
+    if baumgarte is not None:
+        alpha, beta = (float(v) for v in baumgarte)
+        if not (np.isfinite(alpha) and np.isfinite(beta) and alpha >= 0 and beta >= 0):
+            raise OptionError(f"baumgarte = {baumgarte!r}: (alpha, beta) must be finite and "
+                              "not negative")
+        tokens.append((BAUMGARTE, BAUMGARTE.set((alpha, beta))))
+    if progress is not None:
+        tokens.append((PROGRESS, PROGRESS.set(progress)))
     try:
         yield
     finally:
-        PROGRESS.reset(token)
+        for var, token in reversed(tokens):
+            var.reset(token)
 
 
 def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
@@ -563,15 +573,6 @@ def _run_natural(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxi
 
 
 #: the trapezoidal loop of each formulation family (:attr:`Formulation.family`)
-#: Baumgarte parameters ``(alpha, beta)`` in 1/s of the multiplier formulation (seed 000
-#: eq 60: ``Phi_ddot + 2 alpha Phi_dot + beta^2 Phi = 0``): critically damped constraint
-#: error with time constant 1/beta = 50 ms.  Rule of thumb: alpha = beta, between the
-#: inverse of the motion's time scale and 1/(10 h); larger values hold the constraints
-#: tighter but stiffen the equations.  Set per run with ``simulate(..., baumgarte=...)``.
-BAUMGARTE_DEFAULT = (20.0, 20.0)
-BAUMGARTE = contextvars.ContextVar("workbench_baumgarte", default=BAUMGARTE_DEFAULT)
-
-
 def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
                      newton_maxit, resume, kofs, keep_states) -> SimulationResult:
     """The multiplier loop (:func:`workbench.integrators.trapezoidal.integrate_multipliers`)
@@ -603,7 +604,7 @@ def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
     ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
                                                    else f", step {step}")
     raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
-    cols = [cm.coord_names.index(nm) for nm in cm.dof_names]
+    cols = [cm.coordinate(nm) for nm in cm.dof_names]
     steps = np.ones((N, 2), dtype=np.int64)
     steps[0] = 0
     res = SimulationResult(
