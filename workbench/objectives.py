@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.errors import ModelError, UnknownNameError
+from workbench.kernels import layout as AR
 from workbench.kernels import measures as MS
 
 KINDS = ("position", "velocity", "acceleration", "angular_velocity", "coordinate", "rate",
-         "coordinate_acceleration", "parameter")
+         "coordinate_acceleration", "reaction", "parameter")
 _POINT_KINDS = {"position": MS.MS_POS, "velocity": MS.MS_VEL, "acceleration": MS.MS_ACC}
 _COORD_KINDS = {"coordinate": MS.MS_COORD, "rate": MS.MS_RATE,
                 "coordinate_acceleration": MS.MS_COORD_ACC}
@@ -68,6 +69,11 @@ class Term:
         if self.kind in _POINT_KINDS or self.kind == "angular_velocity":
             if self.component not in ("x", "y", "z"):
                 raise ModelError(f"objective term on {self.target!r}: component must be x, y or z")
+        if self.kind == "reaction" and not (self.component in ("x", "y", "z")
+                                            or str(self.component).isdigit()):
+            raise ModelError(f"reaction term on joint {self.target!r}: component must be x, y, "
+                             f"z (a force component) or an equation index 0, 1, ..., got "
+                             f"{self.component!r}")
 
     def label(self) -> str:
         base = f"{self.kind}[{self.target}{'.' + self.component if self.component else ''}]"
@@ -116,6 +122,17 @@ def coordinate(name, coord, level=0, relative=False, power=2, weight=1.0):
     return Objective(name, (Term(kind, coord, "", "global", power, weight, relative),))
 
 
+def reaction(name, joint, components="xyz", power=2, weight=1.0):
+    """Reaction of a cut joint (the Lagrange multipliers of its closure equations, seed
+    000 eq 61): components ``"x"``, ``"y"``, ``"z"`` are the force (N) the joint applies to
+    its ``body2`` along the global axes (the multipliers of its point-coincidence equations
+    ``Phi = x_1 - x_2``); an index ``"0"``, ``"1"``, ... is the multiplier of the joint's
+    k-th equation (``compiled.constraint_names``), e.g. the moment of a cut prismatic's
+    rotation equations.  Exact gradients in the semi-recursive formulations."""
+    return Objective(name, tuple(Term("reaction", joint, str(c), "global", power, weight, False)
+                                 for c in components))
+
+
 def parameter_term(name, param, power=2, weight=1.0):
     """An explicit parameter term ``w * rho ** power`` (constant integrand)."""
     return Objective(name, (Term("parameter", param, "", "global", power, weight, False),))
@@ -130,12 +147,15 @@ def from_table(name: str, table: dict) -> Objective:
         if kind not in KINDS:
             raise ModelError(f"[objectives.{name}]: unknown kind {kind!r}; choose one of {KINDS}")
         target = (spec.get("point") or spec.get("body") or spec.get("coordinate")
-                  or spec.get("parameter") or spec.get("target"))
+                  or spec.get("parameter") or spec.get("joint") or spec.get("target"))
         if not target:
-            raise ModelError(f"[objectives.{name}]: missing point/body/coordinate/parameter")
+            raise ModelError(f"[objectives.{name}]: missing point/body/coordinate/joint/"
+                             "parameter")
         common = dict(power=int(spec.get("power", 2)), weight=float(spec.get("weight", 1.0)))
-        if kind in _POINT_KINDS or kind == "angular_velocity":
+        if kind in _POINT_KINDS or kind in ("angular_velocity", "reaction"):
             comps = spec.get("components", "xyz")
+            if kind == "reaction":
+                target = spec.get("joint") or target
             frame = spec.get("frame", "body" if kind == "angular_velocity" else "global")
             rel = bool(spec.get("relative", False))
             terms += [Term(kind, target, c, frame, relative=rel, **common) for c in comps]
@@ -166,6 +186,15 @@ class CompiledObjectives:
     @property
     def n_measures(self) -> int:
         return len(self.ms_type)
+
+    @property
+    def reaction_columns(self) -> np.ndarray:
+        """Boolean mask of the reaction measures (closure multipliers)."""
+        return np.asarray(self.ms_type) == MS.MS_REACTION
+
+    @property
+    def has_reactions(self) -> bool:
+        return bool(self.reaction_columns.any())
 
     def integrand_partials(self, MV, base=None):
         """``GM[n, t, k] = d g_k / d m_t`` at every step and the values of the integrands
@@ -198,7 +227,7 @@ def compile_objectives(cm, objectives) -> CompiledObjectives:
         if not o.terms:
             raise ModelError(f"objective {o.name!r} has no terms")
         for t in o.terms:
-            comp = "xyz".index(t.component) if t.component else 0
+            comp = "xyz".index(t.component) if t.component in ("x", "y", "z") else 0
             if t.kind in _POINT_KINDS:
                 code, idx = _POINT_KINDS[t.kind], cm.point(t.target)
             elif t.kind == "angular_velocity":
@@ -209,6 +238,8 @@ def compile_objectives(cm, objectives) -> CompiledObjectives:
                 idx = cm.body_names.index(t.target)
             elif t.kind in _COORD_KINDS:
                 code, idx = _COORD_KINDS[t.kind], cm.coordinate(t.target)
+            elif t.kind == "reaction":
+                code, idx, comp = MS.MS_REACTION, reaction_row(cm, t.target, t.component), 0
             else:
                 if t.target not in cm.param_names:
                     raise UnknownNameError(f"parameter (objective {o.name!r})", t.target,
@@ -226,6 +257,32 @@ def compile_objectives(cm, objectives) -> CompiledObjectives:
     return CompiledObjectives(tuple(names), i64(ms_type), i64(ms_a), i64(ms_c), i64(obj),
                               np.asarray(pw, float), np.asarray(wt, float),
                               np.asarray(rel, float), pterms)
+
+
+def reaction_row(cm, joint: str, component: str) -> int:
+    """The closure equation (row of ``Phi``) whose multiplier is the reaction ``component``
+    of cut joint ``joint``: ``"x"``/``"y"``/``"z"`` its point-coincidence equation of that
+    global component, an index its k-th equation.  Unknown names raise
+    UnknownNameError listing what exists."""
+    names = list(cm.constraint_names)
+    rows = [k for k, nm in enumerate(names) if nm == joint]
+    if not rows:
+        raise UnknownNameError("cut joint or closure (reaction objective)", joint,
+                               tuple(dict.fromkeys(names)))
+    if str(component).isdigit():
+        i = int(component)
+        if i >= len(rows):
+            raise ModelError(f"reaction of {joint!r}: equation index {i} out of range, the "
+                             f"joint has {len(rows)} closure equations")
+        return rows[i]
+    c = "xyz".index(component)
+    ma = cm.arrays
+    for k in rows:
+        if ma.c_type[k] == AR.C_PTCOMP and ma.c_i[k, 2] == c:
+            return k
+    raise ModelError(f"reaction of {joint!r}: no point-coincidence equation along {component} "
+                     "(a planar model keeps the in-plane components only; other equations are "
+                     f"selected by index 0..{len(rows) - 1})")
 
 
 def resolve_objectives(cm, objectives):

@@ -179,6 +179,28 @@ def constraint_forces_stored(ma, p, form, TT, ZZ, ZD, ZDD, L):
         L[k] = np.linalg.lstsq(Jc.T.copy(), -tau, rcond=1e-12)[0]
 
 
+@njit(cache=True)
+def constraint_jacobian_at(ma, p, z, Jc):
+    """``Jc = Phi_z`` (m x n) of the closure equations at the coordinates ``z``."""
+    ws = MR.make_workspace(ma, z.shape[0])
+    K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
+    K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+    K.constraint_jacobian(ma, p, ws.A, ws.r, ws.bcol, z.shape[0], Jc)
+
+
+def redundant_closures(cm, z) -> tuple:
+    """``(rank, m)`` of the closure Jacobian at the coordinates ``z``: ``rank < m`` means
+    redundant closure equations, whose multipliers are not unique (the minimum-norm ones
+    are reported)."""
+    Jc = np.zeros((cm.m, cm.n))
+    if cm.m:
+        constraint_jacobian_at(cm.arrays, cm.arrays.p, np.ascontiguousarray(z, dtype=float),
+                               Jc)
+    sv = np.linalg.svd(Jc, compute_uv=False) if cm.m else np.zeros(0)
+    rank = int(np.sum(sv > 1e-10 * max(1.0, float(sv.max(initial=0.0)))))
+    return rank, cm.m
+
+
 def constraint_force_history(cm, form, t, z, zd, zdd) -> np.ndarray:
     """``(N, m)`` multipliers of the closure constraints along stored rows
     (:func:`constraint_forces_stored`)."""

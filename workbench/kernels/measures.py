@@ -15,8 +15,12 @@ from workbench.kernels import tree as K
 _S1x6x3 = AR.scratch(1, 6, 3)
 _S3 = AR.scratch(3)
 
-# measure kinds
-MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
+# measure kinds; MS_REACTION (the multiplier of one closure equation, seed 000 eq 61) is not
+# a function of the kinematics alone: the formulation's step Jacobians and
+# :func:`workbench.formulations.semirecursive.step_jacobians.reactions_stored` fill it, the
+# kernels of this module leave it at zero
+(MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC,
+ MS_REACTION) = range(9)
 
 
 @njit(cache=True)
@@ -44,8 +48,10 @@ def measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, out):
             out[k] = z[i]
         elif typ == MS_RATE:
             out[k] = zd[i]
-        else:
+        elif typ == MS_COORD_ACC:
             out[k] = zdd[i]
+        else:
+            out[k] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -103,8 +109,10 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
             out[k] = dz[i]
         elif typ == MS_RATE:
             out[k] = dzd[i]
-        else:
+        elif typ == MS_COORD_ACC:
             out[k] = dzdd[i]
+        else:
+            out[k] = 0.0
         if vdir and typ > MS_ACC:
             outA[k] = dzd[i] if typ == MS_COORD_ACC else 0.0
 

@@ -92,6 +92,7 @@ from workbench.formulations import get as get_formulation
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
 from workbench.formulations.status import raise_for_status
+from workbench.integrators.result_kinematics import constraint_force_history, redundant_closures
 from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PROGRESS,
                                               PROGRESS_MIN_STEPS, PROGRESS_POLL_S, RunJob,
                                               integrate_steps, nsteps_of, simulate)
@@ -225,16 +226,35 @@ def measure_values(sim, co) -> np.ndarray:
     ma = cm.arrays
     N = len(sim.t)
     MV = np.zeros((N, co.n_measures))
-    if get_formulation(sim.formulation).family not in SW.FAMILY_SWEEPS:
-        # a simulation-only family (multipliers): its rows hold every coordinate, rate and
-        # acceleration, so the measures need the frame kinematics only
+    family = get_formulation(sim.formulation).family
+    if family not in SW.FAMILY_SWEEPS or (co.has_reactions and family != "semirecursive"):
+        # a simulation-only family (multipliers; or reaction measures of another family):
+        # its rows hold every coordinate, rate and acceleration, so the measures need the
+        # frame kinematics only, and the reactions are the result's constraint forces
         S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a, co.ms_c, MV)
+        if co.has_reactions:
+            react = co.reaction_columns
+            MV[:, react] = sim.constraint_forces()[:, co.ms_a[react]]
         return MV
     measure_history = _sweeps(cm, sim, co)[2]
     st, k = measure_history(ma, ma.p, formulation_code(sim.formulation), sim.t, sim.z,
                             sim.zi, sim.zdi, sim.zddi, co.ms_type, co.ms_a, co.ms_c, MV)
     raise_for_status(cm, st, float(sim.t[min(k, N - 1)]), 0.0, -1,
                      f"model {cm.name!r}, objective evaluation")
+    return MV
+
+
+def _stored_measures(cm, form, co, t, z, zd, zdd) -> np.ndarray:
+    """The measures of ``co`` along stored rows of full coordinates, rates and
+    accelerations: the frame kinematics (:func:`~workbench.formulations.semirecursive.step_jacobians.measures_stored`)
+    and, for the reaction measures, the closure multipliers recovered from each row
+    (:func:`~workbench.integrators.result_kinematics.constraint_force_history`)."""
+    ma = cm.arrays
+    MV = np.zeros((len(t), co.n_measures))
+    S.measures_stored(ma, ma.p, z, zd, zdd, co.ms_type, co.ms_a, co.ms_c, MV)
+    if co.has_reactions:
+        react = co.reaction_columns
+        MV[:, react] = constraint_force_history(cm, form, t, z, zd, zdd)[:, co.ms_a[react]]
     return MV
 
 
@@ -330,6 +350,19 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     names, Gm, units = parameter_columns(cm, parameters)
     co = resolve_objectives(cm, objectives)
     values = dict(zip(cm.param_names, cm.param_values))
+    if co.has_reactions and family != "semirecursive" and method != "fd":
+        raise OptionError(f"formulation {formulation!r}: the gradients of reaction measures "
+                          "(closure multipliers) are built in the semi-recursive Matrix-R "
+                          "formulations only; choose sr-com or sr-origin")
+    if co.has_reactions and method != "fd":
+        rank, m = redundant_closures(cm, cm.z_guess)
+        if rank < m:
+            raise OptionError(
+                f"model {cm.name!r}: its {m} closure equations have rank {rank} (redundant "
+                "closures): their multipliers are not unique (the reported ones are the "
+                "minimum-norm choice) and the reaction objectives have no exact gradient; "
+                "remove the redundant equations (e.g. a cut spherical instead of a cut "
+                "revolute) or use method='fd'")
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
     fm = get_formulation(formulation)
@@ -408,9 +441,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
             # the step Jacobians evaluate the measures of their rows: the integrand partials
             # of each block are taken from them before its recursion (only the initial
             # measures, the base of the relative terms, are evaluated ahead)
-            MV0 = np.zeros((1, nm))
-            S.measures_stored(ma, ma.p, sim.z[:1], sim.zd[:1], sim.zdd[:1], co.ms_type,
-                              co.ms_a, co.ms_c, MV0)
+            MV0 = _stored_measures(cm, form, co, sim.t[:1], sim.z[:1], sim.zd[:1],
+                                   sim.zdd[:1])
             g, GM, C0 = np.zeros((N, no)), np.zeros((N, nm, no)), np.zeros((nm, no))
 
             def partials(k0, k1, MVb, STb):
@@ -519,7 +551,12 @@ def _pipelined(cm, co, Gm, formulation, form, t_end, dt, method, nthreads, SZ0, 
 def _masks(cm, co, Gm) -> tuple:
     """``(pkin, pskip, zskip)`` of the sweeps: kinematic and reverse-mode parameters,
     cyclic degrees of freedom."""
-    return kinematic_parameters(cm, Gm), reverse_parameters(cm, Gm), cyclic_dofs(cm, co)
+    # reaction measures read every force through tau: no parameter column is left to the
+    # reverse-mode residual columns (which fill the residual only, not the measures)
+    pskip = reverse_parameters(cm, Gm)
+    if co.has_reactions:
+        pskip = np.zeros_like(pskip)
+    return kinematic_parameters(cm, Gm), pskip, cyclic_dofs(cm, co)
 
 
 def _sweep_args(masks, co, Gm, T, Z, ZI, ZDI, ZDDI, KS) -> tuple:
@@ -610,10 +647,7 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         sim = integrate_steps(cm, formulation, form, 0.0, dt, k1 - k0, zi, zdi, z, NEWTON_TOL,
                    NEWTON_MAXIT, resume=res, kofs=k0, keep_states=keep)
         _check_plain_steps(cm, sim, offset=k0)
-        MV = np.zeros((len(sim.t), nm))
-        S.measures_stored(ma, ma.p, sim.z, sim.zd, sim.zdd, co.ms_type, co.ms_a, co.ms_c,
-                          MV)
-        return sim, MV
+        return sim, _stored_measures(cm, form, co, sim.t, sim.z, sim.zd, sim.zdd)
 
     t0 = _time.perf_counter()
     checkpoints = []

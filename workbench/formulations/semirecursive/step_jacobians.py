@@ -41,8 +41,8 @@ from workbench.kernels import tangents as T
 from workbench.kernels import tree as K
 from workbench.kernels.layout import C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
 from workbench.kernels.linalg import projected_matrix, qr_solve_transpose
-from workbench.kernels.measures import (MS_ACC, MS_COORD_ACC, measures, measures_t, point_cot,
-                                        point_pos_t, vector_cot, vector_pos_t)
+from workbench.kernels.measures import (MS_ACC, MS_COORD_ACC, MS_REACTION, measures, measures_t,
+                                        point_cot, point_pos_t, vector_cot, vector_pos_t)
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S1x6x3 = AR.scratch(1, 6, 3)
@@ -275,6 +275,38 @@ def add_column_rates(ma, dq, bcol, E, dX):
             dX[f, i] += E[f, i]
 
 
+@njit(cache=True, inline="always")
+def reaction_tangents(S, R, Md, dtau, w, static, is_v, col, d, ms_type, ms_a, Jm, jc):
+    """The step-Jacobian columns of the reaction measures ``lambda = -mu[:m]``, ``mu =
+    Theta_z^{-T} tau``: along one direction ``d mu = Theta_z^{-T} (dtau - dTheta_z^T mu)``,
+    whose first ``m`` rows are ``S^T (dtau - w)`` (``Theta_z^{-1} = [S R^Phi]``,
+    :func:`theta_columns`; ``w = dTheta_z^T mu`` from :func:`dtheta_mu`, zero for the
+    directions that move no position).  A velocity direction ``V_j`` also gives the
+    acceleration column ``A_j``: ``dtau/dA_j = M R_j`` (``Md`` the mass matrix).  Exact for
+    independent closure equations (a square ``Theta_z``: every planar model, whose compiled
+    closures keep the in-plane rows only); with redundant equations the multipliers are
+    the minimum-norm ones and the term ``(I - Theta Theta^+) dTheta Theta^+ mu`` of the
+    pseudo-inverse's derivative is not included."""
+    n, m = S.shape
+    for k in range(ms_type.shape[0]):
+        if ms_type[k] != MS_REACTION:
+            continue
+        row = ms_a[k]
+        s = 0.0
+        for i in range(n):
+            s += S[i, row] * (dtau[i] if static else dtau[i] - w[i])
+        Jm[k, jc] = -s
+        if is_v:
+            j = col - d
+            s = 0.0
+            for i in range(n):
+                mr = 0.0
+                for l in range(n):
+                    mr += Md[i, l] * R[l, j]
+                s += S[i, row] * mr
+            Jm[k, col + d] = -s
+
+
 @njit(cache=True)
 def make_step_workspace(ma, n, npar, nm, zskip):
     """Work arrays of :func:`jacobian_rows`, allocated once per sweep (``n`` joint
@@ -449,6 +481,11 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
         # then x = S a + R b (theta_apply), a product instead of a triangular solve
         theta_columns(V, beta, Rm, m, rhs, dz, Sm)
+        # reaction measures: lambda = -mu[:m] (Theta_z^T mu = tau and R^T tau = 0 on the
+        # converged state: Phi_z^T lambda = -tau, seed 000 eq 61 on the manifold)
+        for k in range(nm):
+            if ms_type[k] == MS_REACTION:
+                mval[k] = -mu[ms_a[k]]
         # frame velocities with zd = R_j (Theta_z R_j as a velocity-level constraint)
         for j in range(d):
             for k in range(n):
@@ -469,9 +506,13 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         # the acceleration directions change only the measures; none of them depends on the
         # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
         acc_meas = False
+        reactions = False
         for k in range(nm):
             if ms_type[k] == MS_ACC or ms_type[k] == MS_COORD_ACC:
                 acc_meas = True
+            elif ms_type[k] == MS_REACTION:
+                acc_meas = True
+                reactions = True
         if not acc_meas:
             for k in range(nm):
                 for j in range(d):
@@ -601,6 +642,9 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                                          dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
             if not static:
                 dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
+            if reactions:
+                reaction_tangents(Sm, R, Md, dtau, wv, static, is_v, col, d, ms_type, ms_a, Jm,
+                                  jc)
             for j in range(d):
                 s = 0.0
                 for k in range(n):
@@ -685,13 +729,25 @@ def measure_history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
     tau = np.zeros(n)
     Md = np.zeros((n, n))
     zddb = np.zeros(n)
+    mu = np.zeros(ma.c_type.shape[0] + d)
+    reactions = False
+    for k in range(ms_type.shape[0]):
+        if ms_type[k] == MS_REACTION:
+            reactions = True
     for k in range(N):
         st = _state(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k].copy(), ws, zd, zdd, R,
-                    tau, Md, zddb, zddb[:0], False)
+                    tau, Md, zddb, zddb[:0], reactions)
         if st != MR.OK:
             return st, k
         measures(ma, p, ws.A, ws.r, ws.Z, ws.Zd, ZZ[k], zd, zdd, ms_type, ms_a, ms_c, MV[k])
+        if reactions:
+            # the multipliers as the step Jacobians take them (:func:`reaction_tangents`)
+            qr_solve_transpose(ws.V, ws.beta, ws.Rm, tau, mu)
+            for j in range(ms_type.shape[0]):
+                if ms_type[j] == MS_REACTION:
+                    MV[k, j] = -mu[ms_a[j]]
     return MR.OK, N
+
 
 
 @njit(cache=True)
