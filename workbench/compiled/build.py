@@ -16,6 +16,7 @@ import numpy as np
 
 from workbench.compiled.dof import choose_dof, resolve_dof
 from workbench.errors import ModelError, UnitError, UnknownNameError
+from workbench.forces import spring_laws as SL
 from workbench.forces.tire import TY_NPAR
 from workbench.kernels import layout as AR
 from workbench.model.elements import (COORD_SUFFIX, GROUND, TimeFunction, perpendiculars,
@@ -414,6 +415,48 @@ def check_planar_joint(j) -> None:
                          "this planar model (its z component must be 0)")
 
 
+def _spring_law_fields(B, s, w) -> tuple:
+    """``([stiffness law, damper law, knees], [first air field, first damper field])`` of
+    a spring element and its extra fields (:mod:`workbench.forces.spring_laws`)."""
+    law, x = [SL.LAW_K_LINEAR, SL.LAW_C_LINEAR, 0], [0, 0]
+    if s.air is not None:
+        a = s.air
+        law[0] = SL.LAW_K_AIR
+        specs = (("area", "area"), ("volume", "volume"), ("pressure", "pressure"),
+                 ("exponent", "dimensionless"), ("ambient", "pressure"))
+        defaults = {"exponent": SL.AIR_EXPONENT, "ambient": SL.AIR_AMBIENT}
+        lins = [B.lin(a.get(key, defaults.get(key)), dim, f"{w} air {key}")
+                for key, dim in specs]
+        for key, lin in zip(("area", "volume", "pressure"), lins):
+            if not lin.terms and lin.const <= 0.0:
+                raise ModelError(f"{w} air {key}: must be positive, got {lin.const!r}")
+        x[0] = B.add_field(lins[0], f"{w} air area")
+        for (key, _), lin in zip(specs[1:], lins[1:]):
+            B.add_field(lin, f"{w} air {key}")
+    if s.damper is not None:
+        d = s.damper
+        slopes = list(d["slopes"])
+        knees = list(d.get("knees", []))
+        if len(slopes) != len(knees) + 1 or not slopes:
+            raise ModelError(f"{w} damper: needs one slope more than knees, got "
+                             f"{len(slopes)} slopes and {len(knees)} knees")
+        kv = [B.lin(v, "velocity", f"{w} damper knee {j + 1}") for j, v in enumerate(knees)]
+        consts = [v.const for v in kv if not v.terms]
+        if any(b <= a for a, b in zip(consts, consts[1:])):
+            raise ModelError(f"{w} damper: knee velocities must increase, got {knees}")
+        width = B.lin(d.get("width", SL.DAMPER_WIDTH), "velocity", f"{w} damper width")
+        if not width.terms and width.const <= 0.0:
+            raise ModelError(f"{w} damper width: must be positive, got {width.const!r}")
+        law[1], law[2] = SL.LAW_C_PIECEWISE, len(knees)
+        x[1] = B.add_field(width, f"{w} damper width")
+        B.add_field(B.lin(slopes[0], "damping", f"{w} damper slope 0"), f"{w} damper slope 0")
+        for j, v in enumerate(kv):
+            B.add_field(v, f"{w} damper knee {j + 1}")
+            B.add_field(B.lin(slopes[j + 1], "damping", f"{w} damper slope {j + 1}"),
+                        f"{w} damper slope {j + 1}")
+    return law, x
+
+
 def compile_model(model: Model, overrides: dict) -> CompiledModel:
     if not [b for b in model.bodies if b != GROUND]:
         raise ModelError(f"model {model.name!r} has no bodies: nothing to simulate")
@@ -578,7 +621,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
               dr.name)
 
     # ---- force elements
-    sp_pt, sp_k, sp_c, sp_L0 = [], [], [], []
+    sp_pt, sp_k, sp_c, sp_L0, sp_law, sp_x = [], [], [], [], [], []
     conservative = not model.loads and not model.drives
     for s in model.springs.values():
         w = f"spring {s.name}"
@@ -590,6 +633,11 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         sp_L0.append(B.add_field(B.lin(s.length, "length", w + " length"), w + " length"))
         if cl.const != 0.0 or cl.terms:
             conservative = False
+        law, x = _spring_law_fields(B, s, w)
+        if law[1] != SL.LAW_C_LINEAR:
+            conservative = False
+        sp_law.append(law)
+        sp_x.append(x)
     js_coord, js_k, js_c, js_z0 = [], [], [], []
     for s in model.joint_springs.values():
         w = f"joint spring {s.name}"
@@ -715,6 +763,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         c_type=i64(c_type), c_i=i64(c_i, (0, 4)), c_fld=i64(c_fld),
         dof_type=np.zeros(0, dtype=np.int64), dof_i=np.zeros((0, 2), dtype=np.int64),
         sp_pt=i64(sp_pt, (0, 2)), sp_k=i64(sp_k), sp_c=i64(sp_c), sp_L0=i64(sp_L0),
+        sp_law=i64(sp_law, (0, 3)), sp_x=i64(sp_x, (0, 2)),
         js_coord=i64(js_coord), js_k=i64(js_k), js_c=i64(js_c), js_z0=i64(js_z0),
         af_type=i64(af_type), af_idx=i64(af_idx), af_dfld=i64(af_dfld),
         af_tf=i64(af_tf), tf_kind=tf_kind, tf_fld=i64(B.tf_fld), tf_n=i64(B.tf_n),

@@ -199,7 +199,12 @@ def reverse_parameters(cm: CompiledModel, Gm) -> np.ndarray:
         ok[ma.b_mass[b]] = True
         ok[ma.b_com[b]:ma.b_com[b] + 3] = True
         ok[ma.b_inr[b]:ma.b_inr[b] + 6] = True
-    for arr in (ma.sp_k, ma.sp_c, ma.sp_L0, ma.js_k, ma.js_c, ma.js_z0):
+    # the reverse-mode lanes know the linear spring law only: the fields of a spring with an
+    # air-spring or piecewise-damper law are differentiated in forward mode
+    linear = np.all(np.asarray(ma.sp_law)[:, :2] == 0, axis=1)
+    for arr in (ma.sp_k, ma.sp_c, ma.sp_L0):
+        ok[np.asarray(arr, dtype=np.int64)[linear]] = True
+    for arr in (ma.js_k, ma.js_c, ma.js_z0):
         ok[np.asarray(arr, dtype=np.int64)] = True
     kin = kinematic_parameters(cm, Gm)
     return np.array([1 if kin[j] == 0 and not np.any(Gm[~ok, j] != 0.0) else 0

@@ -66,8 +66,10 @@ ModelArraysTuple = namedtuple(
         "c_type", "c_i", "c_fld",
         # degrees of freedom
         "dof_type", "dof_i",
-        # point-to-point spring-dampers
-        "sp_pt", "sp_k", "sp_c", "sp_L0",
+        # point-to-point spring-dampers; sp_law (ns x 3): stiffness law, damper law, knee
+        # count; sp_x (ns x 2): first extra field of each law
+        # (workbench/forces/spring_laws.py)
+        "sp_pt", "sp_k", "sp_c", "sp_L0", "sp_law", "sp_x",
         # joint spring-dampers
         "js_coord", "js_k", "js_c", "js_z0",
         # applied forces / torques f(t) d: kind, point (force) or body (torque), first of

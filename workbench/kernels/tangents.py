@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
@@ -818,11 +819,11 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
         Ld /= L
         dL /= L
         dLd = dLd / L - Ld * dL / L
-        k = p[ma.sp_k[s]]
-        c = p[ma.sp_c[s]]
-        L0 = p[ma.sp_L0[s]]
-        T = k * (L - L0) + c * Ld
-        dT = dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld + c * dLd
+        law, kx, cx = ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1]
+        T, TL, TLd, _ = SL.tension(law, kx, cx, law[2], p, ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s],
+                                   L, Ld)
+        dT = TL * dL + TLd * dLd + SL.tension_dp(law, kx, cx, law[2], p, dp, ma.sp_k[s],
+                                                 ma.sp_c[s], ma.sp_L0[s], L, Ld)
         for i in range(3):
             _b3[2, i] = T * _b3[16, i] / L
             _b3[3, i] = (dT * _b3[16, i] + T * _b3[18, i]) / L - T * _b3[16, i] * dL / (L * L)

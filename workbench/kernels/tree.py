@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from workbench.forces import spring_laws as SL
 from workbench.forces.tire import TY_NPAR, tire_force
 from workbench.kernels import layout as AR
 from workbench.kernels.layout import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
@@ -901,11 +902,9 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
         for i in range(3):
             Ld += (x2[i] - x1[i]) * (v2[i] - v1[i])
         Ld /= L
-        k = p[ma.sp_k[s]]
-        c = p[ma.sp_c[s]]
-        L0 = p[ma.sp_L0[s]]
-        T = k * (L - L0) + c * Ld
-        V += 0.5 * k * (L - L0) ** 2
+        T, _, _, U = SL.tension(ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1], ma.sp_law[s, 2], p,
+                                ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s], L, Ld)
+        V += U
         for i in range(3):
             Fv[i] = T * (x2[i] - x1[i]) / L
         _add_point_force(ma, fb, nb_, ma.pt_body[k1], x1, Fv)

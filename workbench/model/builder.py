@@ -25,6 +25,20 @@ def _function(spec, where: str) -> TimeFunction:
         raise ModelError(f"{where}: {exc}") from None
 
 
+
+def _options(table, where: str, required: set, optional: set):
+    """A copy of an element's option table with its keys checked (None stays None)."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ModelError(f"{where}: expected a table of options, got {table!r}")
+    keys = set(table)
+    if not required <= keys or not keys <= required | optional:
+        raise ModelError(f"{where}: needs {sorted(required)}"
+                         + (f", may have {sorted(optional)}" if optional else "")
+                         + f"; got {sorted(keys)}")
+    return dict(table)
+
 class Model:
     """Builder of a multibody model in relative (joint) coordinates.
 
@@ -223,12 +237,29 @@ class Model:
 
     # -- force elements -----------------------------------------------------------------
     def spring(self, name: str, body1: str, point1, body2: str, point2, k, c=0.0,
-               length=0.0) -> str:
-        """Point-to-point linear spring-damper: tension ``k (L - length) + c dL/dt``."""
+               length=0.0, air: dict | None = None, damper: dict | None = None) -> str:
+        """Point-to-point spring-damper: tension ``k (L - length) + c dL/dt`` (``L`` the
+        distance of the points, positive tension pulls them together).
+
+        ``air``: an air spring's gas law added to the linear term, ``{"area": A,
+        "volume": V0, "pressure": P0 (absolute, at L = length), "exponent": n (1.4),
+        "ambient": Pa (101325 Pa)}``: tension ``- A (P0 (V0 / V)^n - Pa)`` with the gas
+        volume ``V = V0 + A (L - length)``.  ``damper``: a piecewise-linear damper replacing
+        ``c``, ``{"slopes": [c_0, ..., c_K], "knees": [v_1, ..., v_K], "width": w (0.01
+        m/s)}``: slope ``c_0`` below the first knee velocity, ``c_j`` above knee ``j``
+        (rates ``dL/dt > 0`` are rebound), corners rounded over ``w``; e.g. a bilinear
+        damper ``{"slopes": [c_compression, c_rebound], "knees": [0.0]}``.  Every number
+        may be a parameter.  Laws and their derivatives: :mod:`workbench.forces.spring_laws`.
+        """
         self._new_name(name, "spring")
         self._body(body1)
         self._body(body2)
-        self.springs[name] = Spring(name, body1, point1, body2, point2, k, c, length)
+        self.springs[name] = Spring(name, body1, point1, body2, point2, k, c, length,
+                                    _options(air, f"spring {name!r} air",
+                                             {"area", "volume", "pressure"},
+                                             {"exponent", "ambient"}),
+                                    _options(damper, f"spring {name!r} damper", {"slopes"},
+                                             {"knees", "width"}))
         return name
 
     def joint_spring(self, name: str, joint: str, k, c=0.0, q0=0.0, index: int = 0) -> str:

@@ -352,6 +352,12 @@ class Spring:
     k: Any
     c: Any
     length: Any
+    #: air-spring gas law (``workbench.forces.spring_laws``, LAW_K_AIR): ``area``,
+    #: ``volume``, ``pressure`` (absolute, at ``length``), optional ``exponent``, ``ambient``
+    air: Any = None
+    #: piecewise-linear damper replacing ``c`` (LAW_C_PIECEWISE): ``slopes`` (K + 1),
+    #: ``knees`` (K increasing velocities), optional ``width``
+    damper: Any = None
 
 
 @dataclass

@@ -39,7 +39,9 @@ file; references to unknown bodies, points, joints or parameters raise
     ``provenance``.
 ``[[distances]]``  -> ``Model.distance(...)``: ``name, body1, point1, body2, point2, length``.
 ``[[drives]]``  -> ``Model.drive(...)``: ``name, joint, function, index``.
-``[[springs]]``  -> ``Model.spring(...)``: ``name, body1, point1, body2, point2, k, c, length``.
+``[[springs]]``  -> ``Model.spring(...)``: ``name, body1, point1, body2, point2, k, c, length``,
+optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air spring) and
+``damper = {slopes = [...], knees = [...], width}`` (piecewise-linear damper).
 ``[[joint_springs]]``  -> ``Model.joint_spring(...)``: ``name, joint, k, c, q0, index``.
 ``[[forces]]``  -> ``Model.force(...)``: ``name, body, point, direction, function``.
 ``[[torques]]``  -> ``Model.torque(...)``: ``name, body, direction, function``.
@@ -132,7 +134,8 @@ _LIST_SECTIONS = {
              {"point1", "point2", "axis1", "axis2", "provenance"}),
     "distances": ({"name", "body1", "point1", "body2", "point2", "length"}, set()),
     "drives": ({"name", "joint", "function"}, {"index"}),
-    "springs": ({"name", "body1", "point1", "body2", "point2", "k"}, {"c", "length"}),
+    "springs": ({"name", "body1", "point1", "body2", "point2", "k"},
+                {"c", "length", "air", "damper"}),
     "joint_springs": ({"name", "joint", "k"}, {"c", "q0", "index"}),
     "forces": ({"name", "body", "point", "direction", "function"}, set()),
     "torques": ({"name", "body", "direction", "function"}, set()),
@@ -206,6 +209,38 @@ def _string(ctx, v, where) -> str:
 
 
 # ---- parametric fields (kept symbolic for the compiler) ---------------------------------
+
+
+_AIR_KEYS = {"area": "area", "volume": "volume", "pressure": "pressure",
+             "exponent": "dimensionless", "ambient": "pressure"}
+
+
+def _spring_air(ctx: _Ctx, t, where: str):
+    """The ``air`` table of a spring (air-spring gas law), fields checked, or None."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ctx.err(where, f"expected a table, got {t!r}")
+    _check_keys(ctx, t, where, {"area", "volume", "pressure"}, {"exponent", "ambient"})
+    return {k: _field(ctx, v, _AIR_KEYS[k], f"{where} {k}") for k, v in t.items()}
+
+
+def _spring_damper(ctx: _Ctx, t, where: str):
+    """The ``damper`` table of a spring (piecewise-linear damper), fields checked, or None."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ctx.err(where, f"expected a table, got {t!r}")
+    _check_keys(ctx, t, where, {"slopes"}, {"knees", "width"})
+    out = {}
+    for key, dim in (("slopes", "damping"), ("knees", "velocity")):
+        vals = t.get(key, [])
+        if not isinstance(vals, list):
+            raise ctx.err(where, f"{key} must be a list, got {vals!r}")
+        out[key] = [_field(ctx, v, dim, f"{where} {key}[{j}]") for j, v in enumerate(vals)]
+    if "width" in t:
+        out["width"] = _field(ctx, t["width"], "velocity", where + " width")
+    return out
 
 
 def _field(ctx: _Ctx, v, dimension: str, where: str):
@@ -798,7 +833,9 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
                _point(ctx, b2, s["point2"], where + " point2"),
                _field(ctx, s["k"], "stiffness", where + " k"),
                c=_field(ctx, s.get("c", 0.0), "damping", where + " c"),
-               length=_field(ctx, s.get("length", 0.0), "length", where + " length"))
+               length=_field(ctx, s.get("length", 0.0), "length", where + " length"),
+               air=_spring_air(ctx, s.get("air"), where + " air"),
+               damper=_spring_damper(ctx, s.get("damper"), where + " damper"))
 
     for i, s in enumerate(_entries(ctx, data, "joint_springs")):
         where = _where("joint_springs", i, s)

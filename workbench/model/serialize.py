@@ -82,7 +82,9 @@ def model_to_dict(model: "Model") -> dict:
          "index": int(d.index)} for d in model.drives.values()]
     doc["springs"] = [
         {"name": s.name, "body1": s.body1, "point1": _out(s.point1), "body2": s.body2,
-         "point2": _out(s.point2), "k": _out(s.k), "c": _out(s.c), "length": _out(s.length)}
+         "point2": _out(s.point2), "k": _out(s.k), "c": _out(s.c), "length": _out(s.length),
+         **({"air": _out(s.air)} if s.air is not None else {}),
+         **({"damper": _out(s.damper)} if s.damper is not None else {})}
         for s in model.springs.values()]
     doc["joint_springs"] = [
         {"name": s.name, "joint": s.joint, "k": _out(s.k), "c": _out(s.c), "q0": _out(s.q0),

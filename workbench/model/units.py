@@ -22,6 +22,10 @@ UNITS: dict[str, tuple[str, float]] = {
     "s": ("time", 1.0), "m/s": ("velocity", 1.0), "km/h": ("velocity", 1.0 / 3.6),
     "rad/s": ("angular_velocity", 1.0), "m/s^2": ("acceleration", 1.0),
     "1": ("dimensionless", 1.0), "-": ("dimensionless", 1.0),
+    "m^2": ("area", 1.0), "cm^2": ("area", 1e-4), "mm^2": ("area", 1e-6),
+    "m^3": ("volume", 1.0), "l": ("volume", 1e-3), "L": ("volume", 1e-3),
+    "Pa": ("pressure", 1.0), "kPa": ("pressure", 1e3), "MPa": ("pressure", 1e6),
+    "bar": ("pressure", 1e5),
 }
 
 #: The SI unit reported for each dimension.
@@ -29,7 +33,8 @@ SI_UNIT = {
     "length": "m", "mass": "kg", "inertia": "kg*m**2", "stiffness": "N/m", "damping": "N*s/m",
     "rot_stiffness": "N*m/rad", "rot_damping": "N*m*s/rad", "force": "N", "torque": "N*m",
     "angle": "rad", "time": "s", "velocity": "m/s", "angular_velocity": "rad/s",
-    "acceleration": "m/s**2", "dimensionless": None,
+    "acceleration": "m/s**2", "dimensionless": None, "area": "m**2", "volume": "m**3",
+    "pressure": "Pa",
 }
 
 

@@ -50,6 +50,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import tree as K
@@ -1138,9 +1139,9 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
             Q[:] = np.nan
             return np.nan
         Ld /= L
-        k = p[ma.sp_k[s]]
-        T = k * (L - p[ma.sp_L0[s]]) + p[ma.sp_c[s]] * Ld
-        V += 0.5 * k * (L - p[ma.sp_L0[s]]) ** 2
+        T, _, _, U = SL.tension(ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1], ma.sp_law[s, 2], p,
+                                ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s], L, Ld)
+        V += U
         for i in range(D):
             F[i] = T * (x2[i] - x1[i]) / L
         op_grad(ga, p, o1, F, 1.0, Q)
@@ -1246,12 +1247,11 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
         Ld = _dot(x2, v2, D) / L
         dL = _dot(x2, dx, D) / L
         dLd = (_dot(dx, v2, D) + _dot(x2, dv, D)) / L - Ld * dL / L
-        k = p[ma.sp_k[s]]
-        cc = p[ma.sp_c[s]]
-        L0 = p[ma.sp_L0[s]]
-        T = k * (L - L0) + cc * Ld
-        dT = (dp[ma.sp_k[s]] * (L - L0) + k * (dL - dp[ma.sp_L0[s]]) + dp[ma.sp_c[s]] * Ld
-              + cc * dLd)
+        law, kx, cx = ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1]
+        T, TL, TLd, _ = SL.tension(law, kx, cx, law[2], p, ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s],
+                                   L, Ld)
+        dT = TL * dL + TLd * dLd + SL.tension_dp(law, kx, cx, law[2], p, dp, ma.sp_k[s],
+                                                 ma.sp_c[s], ma.sp_L0[s], L, Ld)
         for i in range(D):
             F[i] = T * x2[i] / L
             dF[i] = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)

@@ -19,6 +19,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
 # the reference-point codes of this family, read by the kernels and as MR.FORM_COM, ...
 from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
@@ -459,9 +460,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         for i in range(3):
             e[i] = (x2[i] - x1[i]) / L
             Ld += e[i] * (v2[i] - v1[i])
-        k = p[ma.sp_k[s]]
-        c = p[ma.sp_c[s]]
-        T = k * (L - p[ma.sp_L0[s]]) + c * Ld
+        T, k, c, _ = SL.tension(ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1], ma.sp_law[s, 2], p,
+                                ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s], L, Ld)
         for i in range(3):
             for j in range(3):
                 dij = 1.0 if i == j else 0.0

@@ -955,6 +955,8 @@ def virtual_power_lanes(ma, p, z, zd, A, r, bcol, Z, Zd, Vv, gl, Zv, need):
     for s_ in range(ma.sp_pt.shape[0]):
         if need[ma.sp_k[s_]] + need[ma.sp_c[s_]] + need[ma.sp_L0[s_]] == 0:
             continue
+        if ma.sp_law[s_, 0] != 0 or ma.sp_law[s_, 1] != 0:
+            continue          # not a reverse-mode field (compiled.parameters.reverse_parameters)
         k1 = ma.sp_pt[s_, 0]
         k2 = ma.sp_pt[s_, 1]
         K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
