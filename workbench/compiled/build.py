@@ -565,6 +565,25 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         p2 = B.point(cj.body2, cj.point2, f"cut {cj.name} point2")
         a1 = np.asarray(cj.axis1)
         a2 = np.asarray(cj.axis2)
+        if cj.type == "point-to-line":
+            # point2 on the line of body1 through point1 along a1 (the transverse rows of
+            # the cut prismatic), the normals kept parallel (the rotation axis)
+            n1 = np.asarray(cj.normal)
+            n2 = np.asarray(cj.normal2)
+            if model.planar:
+                if abs(abs(n1 @ zaxis) - 1) > 1e-9 or abs(abs(n2 @ zaxis) - 1) > 1e-9 \
+                        or abs(a1 @ zaxis) > 1e-9:
+                    raise ModelError(f"cut joint {cj.name!r}: a planar point-to-line needs "
+                                     "its normal along z and its line in the plane")
+                add_c(AR.C_DOTVP, (B.vector(cj.body1, np.cross(zaxis, a1), cj.name), p1, p2),
+                      0, cj.name)
+                continue
+            for e in perpendiculars(a1):
+                add_c(AR.C_DOTVP, (B.vector(cj.body1, e, cj.name), p1, p2), 0, cj.name)
+            u2 = B.vector(cj.body2, n2, cj.name)
+            for e in perpendiculars(n1):
+                add_c(AR.C_DOTVV, (B.vector(cj.body1, e, cj.name), u2), 0, cj.name)
+            continue
         if model.planar:
             if cj.type in ("spherical", "revolute"):
                 if cj.type == "revolute" and (abs(abs(a1 @ zaxis) - 1) > 1e-9
@@ -613,6 +632,24 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         fld = B.add_field(B.lin(ds.length, "length", f"distance {ds.name} length"),
                           f"distance {ds.name} length")
         add_c(AR.C_DIST, (p1, p2), fld, ds.name)
+    for cr in model.cams.values():
+        # z_radial - s(z_polar): the radial coordinate, the polar one, its (revolute) frame,
+        # the number of harmonics; the 2N + 1 coefficients a0, a1, b1, ... consecutive in p
+        w = f"cam relation {cr.name}"
+        ca = coord_of(cr.radial, 0, w)
+        cb = coord_of(cr.polar, 0, w)
+        fb = fr_coord.index(cb)
+        if fr_type[fr_coord.index(ca)] != AR.PRISMATIC or fr_type[fb] != AR.REVOLUTE:
+            raise ModelError(f"{w}: needs a prismatic radial and a revolute polar joint")
+        lins = [B.named_lin(cr.a0, "length", f"{w} a0")]
+        for k in range(len(cr.cos)):
+            lins.append(B.named_lin(cr.cos[k], "length", f"{w} cos[{k}]"))
+            lins.append(B.named_lin(cr.sin[k], "length", f"{w} sin[{k}]"))
+        first = B.add_field(lins[0], f"{w} a0")
+        for k in range(len(cr.cos)):
+            B.add_field(lins[1 + 2 * k], f"{w} cos[{k}]")
+            B.add_field(lins[2 + 2 * k], f"{w} sin[{k}]")
+        add_c(AR.C_CAM, (ca, cb, fb, len(cr.cos)), first, cr.name)
     for dr in model.drives.values():
         c = coord_of(dr.joint, dr.index, f"drive {dr.name}")
         # the driven coordinate's dimension: an angle (revolute) or a length (prismatic)

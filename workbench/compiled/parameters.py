@@ -10,7 +10,7 @@ import numpy as np
 from workbench.compiled.build import CompiledModel
 from workbench.errors import ModelError, UnknownNameError
 from workbench.kernels import measures as MS
-from workbench.kernels.layout import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
+from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
                                       DOF_COORD, DOF_POINT, REVOLUTE)
 from workbench.kernels.tangents import dof_initial_t
 
@@ -45,7 +45,8 @@ def parameter_columns(cm: CompiledModel, parameters) -> tuple:
 
 def constraint_elements(ma) -> tuple:
     """``(points, vectors, driven)``: the model points and vectors the constraint equations
-    read (point coincidences, rods, perpendicularities) and the driven coordinates."""
+    read (point coincidences, rods, perpendicularities) and the coordinates they read
+    directly (driven coordinates, the two coordinates of a cam relation)."""
     pts, vcs, driven = set(), set(), set()
     c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
     for k, t in enumerate(c_type):
@@ -58,6 +59,8 @@ def constraint_elements(ma) -> tuple:
             pts.update((int(c_i[k, 1]), int(c_i[k, 2])))
         elif t == C_DRIVE:
             driven.add(int(c_i[k, 0]))
+        elif t == C_CAM:
+            driven.update((int(c_i[k, 0]), int(c_i[k, 1])))
     return pts, vcs, driven
 
 
@@ -65,7 +68,7 @@ def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
     """``1`` for each parameter column of ``Gm`` bound to a field that defines the
     configuration (body origins, joint locations, the coordinates of points used by a
     constraint or a point DOF, rod lengths, the coefficients of a drive's time
-    function), else ``0``.
+    function, the Fourier coefficients of a cam profile), else ``0``.
 
     Any other parameter leaves the position, velocity and acceleration problems,
     ``Theta_z`` and ``R`` unchanged (``dz = dzd = dzdd = 0``), which
@@ -92,6 +95,9 @@ def kinematic_parameters(cm: CompiledModel, Gm) -> np.ndarray:
             # magnitudes and directions of applied loads are force-element data
             tf = int(ma.c_i[k, 1])
             kin[int(ma.tf_fld[tf]):int(ma.tf_fld[tf]) + int(ma.tf_n[tf])] = True
+        elif ma.c_type[k] == C_CAM:
+            # the 2N + 1 Fourier coefficients of the profile
+            kin[int(ma.c_fld[k]):int(ma.c_fld[k]) + 2 * int(ma.c_i[k, 3]) + 1] = True
     return np.array([1 if np.any(Gm[kin, j] != 0.0) else 0 for j in range(Gm.shape[1])],
                     dtype=np.int64)
 

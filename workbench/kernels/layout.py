@@ -40,8 +40,9 @@ from numba.np.arrayobj import populate_array
 
 # frame (tree node) types
 FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
-# primitive constraint equation types
-C_PTCOMP, C_DOTVV, C_DOTVP, C_DIST, C_DRIVE = 0, 1, 2, 3, 4
+# primitive constraint equation types (C_CAM: the cam relation ``z_a - s(z_b) = 0`` between
+# a radial and a polar coordinate, ``s`` a Fourier series, workbench.kernels.tree.cam_profile)
+C_PTCOMP, C_DOTVV, C_DOTVP, C_DIST, C_DRIVE, C_CAM = 0, 1, 2, 3, 4, 5
 # degree-of-freedom kinds
 DOF_COORD, DOF_POINT = 0, 1
 # time-function kinds
@@ -62,7 +63,10 @@ ModelArraysTuple = namedtuple(
         "b_frame", "b_org", "b_mass", "b_com", "b_inr",
         # points (body -1 = ground, coordinates in the body frame) and unit vectors
         "pt_body", "pt_fld", "vc_body", "vc_val",
-        # primitive constraint equations
+        # primitive constraint equations: type, up to 4 integers (points, vectors,
+        # coordinates; C_CAM: radial coordinate, polar coordinate, the polar coordinate's
+        # frame, number of harmonics N), first field (rod length; C_CAM: the 2N + 1
+        # Fourier coefficients a0, a1, b1, ..., aN, bN, consecutive)
         "c_type", "c_i", "c_fld",
         # degrees of freedom
         "dof_type", "dof_i",

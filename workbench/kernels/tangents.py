@@ -36,8 +36,9 @@ from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
-from workbench.kernels.layout import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
+from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
                                       DOF_COORD, PRISMATIC, REVOLUTE)
+from workbench.kernels.scalar import cam_profile_cs
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S1x6x3 = AR.scratch(1, 6, 3)
@@ -600,7 +601,13 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
 
     The point and vector kinematics go to one buffer ``B[slot, row, :]`` (rows x, v, a,
     dx, dv, da or e, ed, edd, de, ded, dedd) instead of 3-vector views: each view and
-    each model-array access is reference-counted, which dominated this kernel."""
+    each model-array access is reference-counted, which dominated this kernel.
+
+    Cam relation ``z_a - s(z_b; p)`` (``s^(j)`` the derivatives in the polar angle, ``ds^(j)``
+    their tangents along the coefficient directions ``dp``,
+    :func:`workbench.kernels.scalar.cam_profile_cs`; ``g^(j) = s^(j+1) dz_b + ds^(j)``):
+    ``dPhi = dz_a - s' dz_b - ds``, ``dPhi_dot = dzd_a - s' dzd_b - g' zd_b``,
+    ``dPhi_ddot = dzdd_a - s' dzdd_b - g' zdd_b - g'' zd_b^2 - 2 s'' zd_b dzd_b``."""
     c_type = ma.c_type
     c_i = ma.c_i
     nc = c_type.shape[0]
@@ -701,6 +708,22 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
                 out[k] = dzd[j] - dfd
             else:
                 out[k] = dzdd[j] - dfdd
+        elif typ == C_CAM:
+            ja = c_i[k, 0]
+            jb = c_i[k, 1]
+            o = ma.c_fld[k]
+            cu = np.cos(z[jb])
+            su = np.sin(z[jb])
+            _, s1, s2, s3 = cam_profile_cs(p, o, c_i[k, 3], cu, su)
+            ds0, ds1, ds2, _ = cam_profile_cs(dp, o, c_i[k, 3], cu, su)
+            if level == 0:
+                out[k] = dz[ja] - s1 * dz[jb] - ds0
+            elif level == 1:
+                out[k] = dzd[ja] - s1 * dzd[jb] - (s2 * dz[jb] + ds1) * zd[jb]
+            else:
+                wb = zd[jb]
+                out[k] = (dzdd[ja] - s1 * dzdd[jb] - (s2 * dz[jb] + ds1) * zdd[jb]
+                          - (s3 * dz[jb] + ds2) * wb * wb - 2.0 * s2 * wb * dzd[jb])
 
 
 @njit(cache=True)

@@ -26,10 +26,10 @@ from numba import njit
 from workbench.forces import spring_laws as SL
 from workbench.forces.tire import TY_NPAR, tire_force
 from workbench.kernels import layout as AR
-from workbench.kernels.layout import (AF_FORCE, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
+from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
                                       DOF_COORD, PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE,
                                       TF_SMOOTHSTEP, TF_STEPS)
-from workbench.kernels.scalar import smoothstep
+from workbench.kernels.scalar import cam_profile, cam_profile_cs, smoothstep
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S1x3x3 = AR.scratch(1, 3, 3)
@@ -629,6 +629,43 @@ def vector_kinematics_b(ma, A, Z, Zd, k, B, s):
     B[s, 2, 2] = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
 
 
+@njit(cache=True)
+def joint_angle_cs(ma, A, f):
+    """``(cos q, sin q)`` of the coordinate ``q`` of the revolute frame ``f`` from the frame
+    rotations: ``A_f = A_p Rot(a, q) C`` (:func:`frame_positions`), so for a unit ``e``
+    normal to the axis ``a`` (parent components) ``x = A_p^T A_f C^T e = cos q e + sin q
+    (a x e)``: ``cos q = e . x``, ``sin q = (a x e) . x`` (exact to rounding; the angle
+    modulo 2 pi).  For the kernels that have the frame rotations but not ``z``."""
+    a0, a1, a2 = ma.fr_axis[f, 0], ma.fr_axis[f, 1], ma.fr_axis[f, 2]
+    # e = a x (x or y axis, whichever is further from a), normalised; w = a x e
+    if abs(a0) < 0.9:
+        e0, e1, e2 = 0.0, a2, -a1
+    else:
+        e0, e1, e2 = -a2, 0.0, a0
+    nrm = np.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    e0 /= nrm
+    e1 /= nrm
+    e2 /= nrm
+    w0 = a1 * e2 - a2 * e1
+    w1 = a2 * e0 - a0 * e2
+    w2 = a0 * e1 - a1 * e0
+    C = ma.fr_C[f]
+    v0 = C[0, 0] * e0 + C[1, 0] * e1 + C[2, 0] * e2
+    v1 = C[0, 1] * e0 + C[1, 1] * e1 + C[2, 1] * e2
+    v2 = C[0, 2] * e0 + C[1, 2] * e1 + C[2, 2] * e2
+    y0 = A[f, 0, 0] * v0 + A[f, 0, 1] * v1 + A[f, 0, 2] * v2
+    y1 = A[f, 1, 0] * v0 + A[f, 1, 1] * v1 + A[f, 1, 2] * v2
+    y2 = A[f, 2, 0] * v0 + A[f, 2, 1] * v1 + A[f, 2, 2] * v2
+    par = ma.fr_parent[f]
+    if par >= 0:
+        x0 = A[par, 0, 0] * y0 + A[par, 1, 0] * y1 + A[par, 2, 0] * y2
+        x1 = A[par, 0, 1] * y0 + A[par, 1, 1] * y1 + A[par, 2, 1] * y2
+        x2 = A[par, 0, 2] * y0 + A[par, 1, 2] * y1 + A[par, 2, 2] * y2
+    else:
+        x0, x1, x2 = y0, y1, y2
+    return e0 * x0 + e1 * x1 + e2 * x2, w0 * x0 + w1 * x1 + w2 * x2
+
+
 @njit(cache=True, inline="always")
 def _same_points(c_type, c_i, k):
     """Row ``k`` is a point-coincidence component of the same two points as row ``k - 1``
@@ -646,6 +683,11 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
     Phi_tt`` evaluated with the accelerations in ``Zd`` (so with ``zddot = 0`` it is
     ``-c`` of seed 001 eq. 21).  Point and vector kinematics go to one buffer
     ``B[slot, row, :]`` (rows x, v, a or e, ed, edd), not to 3-vector views.
+
+    Cam relation (``C_CAM``, radial coordinate ``a``, polar coordinate ``b``, profile ``s``
+    of :func:`workbench.kernels.scalar.cam_profile`): ``Phi = z_a - s(z_b)``,
+    ``Phi_dot = zd_a - s'(z_b) zd_b`` (``Phi_t = 0``), ``Phi_ddot = zdd_a - s'(z_b) zdd_b -
+    s''(z_b) zd_b^2``.
     """
     c_type = ma.c_type
     c_i = ma.c_i
@@ -720,11 +762,25 @@ def constraints(ma, p, t, z, zd, zdd, A, r, Z, Zd, level, out):
                 out[k] = zd[j] - fd
             else:
                 out[k] = zdd[j] - fdd
+        elif typ == C_CAM:
+            ja = c_i[k, 0]
+            jb = c_i[k, 1]
+            s0, s1, s2, _ = cam_profile(p, ma.c_fld[k], c_i[k, 3], z[jb])
+            if level == 0:
+                out[k] = z[ja] - s0
+            elif level == 1:
+                out[k] = zd[ja] - s1 * zd[jb]
+            else:
+                out[k] = zdd[ja] - s1 * zdd[jb] - s2 * zd[jb] * zd[jb]
 
 
 @njit(cache=True)
 def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
-    """``Phi_z`` (m x n), built from point and vector Jacobians by the chain rule."""
+    """``Phi_z`` (m x n), built from point and vector Jacobians by the chain rule.  A cam
+    relation ``z_a - s(z_b)`` has ``+1`` in column ``a`` and ``-s'(z_b)`` in column ``b``,
+    with ``cos z_b``, ``sin z_b`` read from the frame rotations (:func:`joint_angle_cs`:
+    the profile is 2 pi-periodic, so the angle modulo 2 pi is all it needs; no ``z``
+    argument)."""
     nc = ma.c_type.shape[0]
     Jc[:, :] = 0.0
     J1 = np.empty((3, n))
@@ -777,6 +833,11 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
                 Jc[k, c] = s
         elif typ == C_DRIVE:
             Jc[k, ci[0]] = 1.0
+        elif typ == C_CAM:
+            cu, su = joint_angle_cs(ma, A, ci[2])
+            _, s1, _, _ = cam_profile_cs(p, ma.c_fld[k], ci[3], cu, su)
+            Jc[k, ci[0]] += 1.0
+            Jc[k, ci[1]] -= s1
 
 
 @njit(cache=True)

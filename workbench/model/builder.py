@@ -10,9 +10,11 @@ import numpy as np
 
 from workbench.compiled.build import compile_model
 from workbench.errors import ModelError, UnknownNameError
-from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_TYPES, Body, CutJoint,
-                                      Distance, Drive, Joint, JointSpring, Load, Parameter, Road,
-                                      Spring, TimeFunction, Tire, as_vec3, unit_vector)
+from workbench.kernels.scalar import cam_profile
+from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
+                                      Body, CamRelation, CutJoint, Distance, Drive, Joint,
+                                      JointSpring, Load, Parameter, Road, Spring, TimeFunction,
+                                      Tire, as_vec3, numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
 
@@ -68,6 +70,7 @@ class Model:
         self.joints: dict[str, Joint] = {}
         self.cuts: dict[str, CutJoint] = {}
         self.distances: dict[str, Distance] = {}
+        self.cams: dict[str, CamRelation] = {}
         self.drives: dict[str, Drive] = {}
         self.springs: dict[str, Spring] = {}
         self.joint_springs: dict[str, JointSpring] = {}
@@ -80,8 +83,8 @@ class Model:
 
     # -- names --------------------------------------------------------------------------
     def _new_name(self, name: str, kind: str):
-        for table in (self.joints, self.cuts, self.distances, self.drives, self.springs,
-                      self.joint_springs, self.loads, self.tires):
+        for table in (self.joints, self.cuts, self.distances, self.cams, self.drives,
+                      self.springs, self.joint_springs, self.loads, self.tires):
             if name in table:
                 raise ModelError(f"{kind} name {name!r} is already used in model {self.name!r}")
 
@@ -142,10 +145,21 @@ class Model:
     # -- joints -------------------------------------------------------------------------
     def joint(self, name: str, type: str, parent: str, child: str, parent_point=(0, 0, 0),
               child_point=(0, 0, 0), axis=(0, 0, 1), axis2=(0, 1, 0), orientation=None,
-              q0=None, qd0=None, provenance: str = "") -> str:
-        """Add a tree joint from ``parent`` to ``child`` (see the module docstring)."""
+              q0=None, qd0=None, provenance: str = "", normal=None) -> str:
+        """Add a tree joint from ``parent`` to ``child`` (see the module docstring).
+
+        ``type = "point-to-line"`` is :meth:`point_to_line` (``axis``: the line,
+        ``normal``: the rotation axis, default z); ``normal`` belongs to that type only."""
+        if type == "point-to-line":
+            return self.point_to_line(name, parent, child, axis, (0, 0, 1) if normal is None
+                                      else normal, parent_point=parent_point,
+                                      child_point=child_point, orientation=orientation,
+                                      q0=q0, qd0=qd0, provenance=provenance)
+        if normal is not None:
+            raise ModelError(f"joint {name!r}: 'normal' belongs to point-to-line joints only")
         if type not in JOINT_TYPES:
-            raise ModelError(f"joint {name!r}: unknown type {type!r}; known: {JOINT_TYPES}")
+            raise ModelError(f"joint {name!r}: unknown type {type!r}; known: "
+                             f"{JOINT_TYPES + JOINT_MACROS}")
         self._new_name(name, "joint")
         self._body(parent)
         self._body(child)
@@ -203,12 +217,21 @@ class Model:
         return self.joint(name, "fixed", parent, child, **kw)
 
     def cut(self, name: str, type: str, body1: str, body2: str, point1=(0, 0, 0),
-            point2=(0, 0, 0), axis1=(0, 0, 1), axis2=None, provenance: str = "") -> str:
+            point2=(0, 0, 0), axis1=(0, 0, 1), axis2=None, provenance: str = "",
+            normal=None, normal2=None) -> str:
         """Loop-closure (cut) joint between ``body1`` and ``body2``.
 
         ``point1``/``point2`` must coincide; ``axis1`` (body1 frame) and ``axis2`` (body2
         frame, default: same components as axis1) must be parallel for revolute,
         prismatic and cylindrical joints, perpendicular for universal joints.
+
+        ``point-to-line`` (seed 000 App. B.1 as a closure): ``point2`` of body2 stays on
+        the line of body1 through ``point1`` along ``axis1``, and body2 turns freely about
+        the rotation axis ``normal`` (body1 frame, default z; ``normal2``: the same axis in
+        body2's frame, default the same components) kept parallel: in a planar model the one
+        equation ``(x2 - x1) . (z x a1) = 0`` (the transverse row of the cut prismatic);
+        in space two such rows (normals of ``axis1``) and two parallelism rows of the
+        normals.  ``axis2`` is not used.
         """
         if type not in CUT_TYPES:
             raise ModelError(f"cut joint {name!r}: unknown type {type!r}; known: {CUT_TYPES}")
@@ -217,8 +240,164 @@ class Model:
         self._body(body2)
         a1 = list(unit_vector(axis1, f"cut joint {name} axis1"))
         a2 = list(unit_vector(axis2 if axis2 is not None else axis1, f"cut joint {name} axis2"))
-        self.cuts[name] = CutJoint(name, type, body1, body2, point1, point2, a1, a2, provenance)
+        n1 = n2 = None
+        if type == "point-to-line":
+            n1 = list(unit_vector((0, 0, 1) if normal is None else normal,
+                                  f"cut joint {name} normal"))
+            n2 = list(unit_vector(n1 if normal2 is None else normal2,
+                                  f"cut joint {name} normal2"))
+            if np.linalg.norm(np.cross(a1, n1)) < 1e-9:
+                raise ModelError(f"cut joint {name!r}: the line axis1 is parallel to the "
+                                 "rotation axis normal (that is a cylindrical joint)")
+        elif normal is not None or normal2 is not None:
+            raise ModelError(f"cut joint {name!r}: 'normal'/'normal2' belong to "
+                             "point-to-line cuts only")
+        self.cuts[name] = CutJoint(name, type, body1, body2, point1, point2, a1, a2, provenance,
+                                   n1, n2)
         return name
+
+    # -- seed 000 App. B: point-to-line joint and cam-follower (expanded) ------------------
+    def _free_child(self, child: str, where: str) -> None:
+        """ModelError unless ``child`` (a body) can take a new tree joint: checked before a
+        macro adds anything, so that a refused macro leaves the model as it was."""
+        self._body(child)
+        if child == GROUND:
+            raise ModelError(f"{where}: ground cannot be a child")
+        for j in self.joints.values():
+            if j.child == child:
+                raise ModelError(f"{where}: body {child!r} already has tree joint "
+                                 f"{j.name!r}; close loops with a cut joint")
+
+    def point_to_line(self, name: str, parent: str, child: str, axis, normal=(0, 0, 1),
+                      parent_point=(0, 0, 0), child_point=(0, 0, 0), orientation=None,
+                      q0=None, qd0=None, provenance: str = "") -> str:
+        """Point-to-line joint (seed 000 App. B.1, Fig. B.9): the point ``child_point`` of
+        ``child`` slides on the line of ``parent`` through ``parent_point`` along ``axis``
+        (parent frame) while ``child`` turns about ``normal`` (parent frame, default z).
+
+        Expanded, as the seed builds it, into a prismatic joint ``<name>.s`` along the
+        line from ``parent`` to an implicit massless body ``<name>.slider`` (frame at the
+        point, parallel to the parent's at zero slide; point ``P``), then a revolute joint
+        ``<name>.phi`` at the point about ``normal`` to ``child`` (``orientation``: the
+        child frame relative to the parent's at zero coordinates).  The coordinates are
+        those two joints': ``<name>.s`` (slide, m) and ``<name>.phi`` (angle, rad);
+        ``q0``/``qd0``: their two initial values (guesses) and rates.  A massless body
+        adds no inertia: the projected mass matrix is positive definite when the child
+        has mass.  Returns ``name``."""
+        where = f"point-to-line joint {name!r}"
+        a = unit_vector(axis, f"{where} axis")
+        nv = unit_vector(normal, f"{where} normal")
+        if np.linalg.norm(np.cross(a, nv)) < 1e-9:
+            raise ModelError(f"{where}: the line axis is parallel to the rotation axis "
+                             "normal (that is a cylindrical joint)")
+        q0 = self._coord_list(q0, 2, f"{where} q0")
+        qd0 = self._coord_list(qd0, 2, f"{where} qd0")
+        slider = f"{name}.slider"
+        for jn in (f"{name}.s", f"{name}.phi"):
+            self._new_name(jn, "joint")
+        self._body(parent)
+        self._free_child(child, where)
+        if slider in self.bodies:
+            raise ModelError(f"{where}: body {slider!r} is declared twice")
+        self.body(slider, 0.0, points={"P": (0.0, 0.0, 0.0)},
+                  provenance=f"massless intermediate body of {where} (seed 000 App. B.1)")
+        self.joint(f"{name}.s", "prismatic", parent, slider, parent_point=parent_point,
+                   child_point="P", axis=list(a), q0=q0[0], qd0=qd0[0],
+                   provenance=provenance or f"slide of {where} along its line")
+        self.joint(f"{name}.phi", "revolute", slider, child, parent_point="P",
+                   child_point=child_point, axis=list(nv), orientation=orientation,
+                   q0=q0[1], qd0=qd0[1],
+                   provenance=provenance or f"rotation of {where} about its normal")
+        return name
+
+    def cam_relation(self, name: str, radial: str, polar: str, a0, cos=(), sin=(),
+                     provenance: str = "") -> str:
+        """Cam relation (a closure between two joint coordinates): the coordinate of the
+        prismatic joint ``radial`` equals ``s(u)`` of the coordinate ``u`` of the revolute
+        joint ``polar``, ``s(u) = a0 + sum_k (cos[k-1] cos(k u) + sin[k-1] sin(k u))`` (a
+        Fourier series: the cam's pitch curve in polar form, seed 000 App. B.2).  The
+        coefficients are parametric length fields: a cam design can be differentiated and
+        optimised.  Constraint row ``z_radial - s(z_polar) = 0``
+        (:func:`workbench.kernels.tree.constraints`); not supported by the global
+        formulation."""
+        self._new_name(name, "cam relation")
+        for role, jn, want in (("radial", radial, "prismatic"), ("polar", polar, "revolute")):
+            if jn not in self.joints:
+                raise UnknownNameError("joint", jn, self.joints)
+            if self.joints[jn].type != want:
+                raise ModelError(f"cam relation {name!r}: the {role} joint {jn!r} is a "
+                                 f"{self.joints[jn].type} joint; it must be {want}")
+        cos, sin = list(cos), list(sin)
+        N = max(len(cos), len(sin))
+        cos += [0.0] * (N - len(cos))
+        sin += [0.0] * (N - len(sin))
+        self.cams[name] = CamRelation(name, radial, polar, a0, cos, sin, provenance)
+        return name
+
+    def cam_follower(self, name: str, cam: str, follower: str, center, a0, cos=(), sin=(),
+                     follower_point=(0, 0, 0), normal=(0, 0, 1), zero=(1, 0, 0),
+                     orientation=None, q0=None, qd0=None, provenance: str = "") -> str:
+        """Cam-follower (seed 000 App. B.2, Fig. B.10): the follower is pinned, at its point
+        ``follower_point``, to the point P of the cam's pitch curve at the polar angle
+        ``u`` (measured in the cam's frame about ``normal`` from the direction ``zero``,
+        both in the cam's frame, from the cam point ``center``), radius ``s(u) = a0 +
+        sum_k (cos[k-1] cos(k u) + sin[k-1] sin(k u))``.
+
+        The pitch curve is the locus of the follower's pin: for a roller follower of
+        radius ``r`` it is the cam profile offset outwards by ``r`` (a roller of radius
+        ``r`` touches the profile exactly when its centre lies on that offset curve).
+        Expanded into: a massless arm ``<name>.arm`` on a revolute joint ``<name>.u`` (the
+        polar angle) at ``center``, a massless pin body ``<name>.pin`` on a prismatic joint
+        ``<name>.rho`` (the radius) along the arm, the follower on a revolute joint
+        ``<name>.phi`` at P (``orientation``: the follower's frame relative to the arm's
+        at zero angle; the arm's x axis is the radius), and the cam relation ``<name>``:
+        ``rho = s(u)`` (:meth:`cam_relation`).  As the seed writes it the chain has 3
+        degrees of freedom; the relation removes one; the follower's own guide (a cut
+        prismatic for a translating follower, a cut revolute for an oscillating one) is
+        added by the caller.  ``q0``/``qd0``: guesses of ``(u, phi)`` and their rates
+        (``rho`` from the profile).  Returns ``name``."""
+        where = f"cam-follower {name!r}"
+        self._new_name(name, "cam relation")
+        self._body(cam)
+        self._free_child(follower, where)
+        nv = unit_vector(normal, f"{where} normal")
+        ex = unit_vector(zero, f"{where} zero")
+        ex = ex - (ex @ nv) * nv
+        if np.linalg.norm(ex) < 1e-9:
+            raise ModelError(f"{where}: the polar direction zero is parallel to normal")
+        ex /= np.linalg.norm(ex)
+        C = np.column_stack([ex, np.cross(nv, ex), nv])
+        q0 = self._coord_list(q0, 2, f"{where} q0")
+        qd0 = self._coord_list(qd0, 2, f"{where} qd0")
+        # the radius guess s(u0) and its rate from the profile at the parameters' values
+        vals = {k: prm.si_value for k, prm in self.parameters.items()}
+        Nh = max(len(cos), len(sin))
+        coef = [a0]
+        for k in range(Nh):
+            coef += [cos[k] if k < len(cos) else 0.0, sin[k] if k < len(sin) else 0.0]
+        coef = np.array([numeric_value(v, vals, f"{where} profile") for v in coef])
+        rho0, rho1, _, _ = cam_profile(coef, 0, Nh, q0[0])
+        arm, pin = f"{name}.arm", f"{name}.pin"
+        for jn in (f"{name}.u", f"{name}.rho", f"{name}.phi"):
+            self._new_name(jn, "joint")
+        for b in (arm, pin):
+            if b in self.bodies:
+                raise ModelError(f"{where}: body {b!r} is declared twice")
+        prov = provenance or f"{where} (seed 000 App. B.2)"
+        self.body(arm, 0.0, points={"O": (0.0, 0.0, 0.0)},
+                  provenance=f"massless polar arm of {where}")
+        self.body(pin, 0.0, points={"P": (0.0, 0.0, 0.0)},
+                  provenance=f"massless pin of {where} (the point P on the pitch curve)")
+        self.joint(f"{name}.u", "revolute", cam, arm, parent_point=center, child_point="O",
+                   axis=list(nv), orientation=C.tolist(), q0=q0[0], qd0=qd0[0],
+                   provenance=f"polar angle of the pitch-curve point P: {prov}")
+        self.joint(f"{name}.rho", "prismatic", arm, pin, parent_point="O", child_point="P",
+                   axis=[1.0, 0.0, 0.0], q0=float(rho0), qd0=float(rho1 * qd0[0]),
+                   provenance=f"radius of P, rho = s(u): {prov}")
+        self.joint(f"{name}.phi", "revolute", pin, follower, parent_point="P",
+                   child_point=follower_point, axis=[0.0, 0.0, 1.0], orientation=orientation,
+                   q0=q0[1], qd0=qd0[1], provenance=f"follower angle at P: {prov}")
+        return self.cam_relation(name, f"{name}.rho", f"{name}.u", a0, cos, sin, prov)
 
     def distance(self, name: str, body1: str, point1, body2: str, point2, length) -> str:
         """Rigid-rod (constant distance) constraint between two points."""

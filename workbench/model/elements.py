@@ -28,6 +28,12 @@ At zero coordinates the child frame has orientation ``orientation`` (a 3x3 rotat
 identity by default) relative to the parent, and the joint point ``child_point`` of the
 child coincides with ``parent_point`` of the parent.  Spherical and floating joints use a
 z-y-x angle sequence, singular at ``ry = +-pi/2``.
+
+Two elements of seed 000 App. B are *expanded* by the builder into the joints above
+(:data:`JOINT_MACROS`): the point-to-line joint (``Model.point_to_line``: a prismatic
+joint ``<name>.s`` along the line to a massless body ``<name>.slider``, then a revolute
+joint ``<name>.phi``) and the cam-follower (``Model.cam_follower``: massless arm and pin
+bodies on a revolute, a prismatic and a revolute joint, closed by a :class:`CamRelation`).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.errors import ModelError
+from workbench.errors import ModelError, UnknownNameError
 from workbench.kernels.scalar import smoothstep as smoothstep_kernel
 from workbench.model.units import UNITS, dimension_of, to_si
 
@@ -46,7 +52,10 @@ GROUND = "ground"
 
 JOINT_TYPES = ("revolute", "prismatic", "cylindrical", "universal", "spherical", "floating",
                "fixed")
-CUT_TYPES = ("revolute", "prismatic", "cylindrical", "universal", "spherical", "fixed")
+CUT_TYPES = ("revolute", "prismatic", "cylindrical", "universal", "spherical", "fixed",
+             "point-to-line")
+#: joint types the builder expands into primitive joints and massless bodies
+JOINT_MACROS = ("point-to-line",)
 
 COORD_SUFFIX = {
     "revolute": [""], "prismatic": [""], "cylindrical": [".s", ".phi"],
@@ -322,6 +331,25 @@ class CutJoint:
     axis1: Any
     axis2: Any
     provenance: str = ""
+    #: point-to-line only: the rotation axis in body1's and body2's frames
+    normal: Any = None
+    normal2: Any = None
+
+
+@dataclass
+class CamRelation:
+    """Cam relation ``z_radial = s(z_polar)`` between the coordinate of the prismatic joint
+    ``radial`` and that of the revolute joint ``polar``: ``s(u) = a0 + sum_k (cos[k-1]
+    cos(k u) + sin[k-1] sin(k u))``, the cam's pitch curve in polar form (parametric
+    length fields; ``cos`` and ``sin`` padded with zeros to the same length)."""
+
+    name: str
+    radial: str
+    polar: str
+    a0: Any
+    cos: list
+    sin: list
+    provenance: str = ""
 
 
 @dataclass
@@ -436,3 +464,14 @@ def perpendiculars(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return v, w
 
 
+
+
+def numeric_value(v, values: dict, where: str) -> float:
+    """The SI value of a numeric field given as a number, a parameter name, ``(name,
+    scale)``, ``{"param": .., "scale": ..}`` or ``{"value": .., "unit": ..}``, with
+    ``values`` (parameter name -> SI value); for load-time guesses computed from fields."""
+    c = _coef(v, where)
+    name = c if isinstance(c, str) else (c[0] if isinstance(c, tuple) else None)
+    if name is not None and name not in values:
+        raise UnknownNameError("parameter", name, values)
+    return _coef_value(c, values, where)

@@ -34,9 +34,18 @@ file; references to unknown bodies, points, joints or parameters raise
     at zero coordinates) is a 3x3 matrix (rows), or ``{x = [..], y = [..]}`` (any two of
     the child axes x, y, z in parent components; normalised and orthogonalised, the first
     given axis is kept exactly), or ``{axis = [..], angle = ...}``.
+    ``type = "point-to-line"`` (seed 000 App. B.1) is ``Model.point_to_line`` with the
+    extra key ``normal`` (the rotation axis, default z): a prismatic joint ``<name>.s``
+    along ``axis``, a massless body ``<name>.slider``, a revolute joint ``<name>.phi``.
 ``[[cuts]]``  -> ``Model.cut(...)``
     ``name``, ``type``, ``body1``, ``body2``, ``point1``, ``point2``, ``axis1``, ``axis2``,
-    ``provenance``.
+    ``provenance``; ``normal``, ``normal2`` for ``type = "point-to-line"``.
+``[[cam_followers]]``  -> ``Model.cam_follower(...)`` (seed 000 App. B.2): ``name, cam,
+    follower, center, a0`` and optional ``cos, sin`` (Fourier coefficients of the pitch
+    curve, parametric lengths), ``follower_point, normal, zero, orientation, q0, qd0``
+    (two values: polar angle and follower angle), ``provenance``.
+``[[cam_relations]]``  -> ``Model.cam_relation(...)``: ``name, radial, polar, a0`` and
+    optional ``cos, sin, provenance`` (what a cam follower expands into).
 ``[[distances]]``  -> ``Model.distance(...)``: ``name, body1, point1, body2, point2, length``.
 ``[[drives]]``  -> ``Model.drive(...)``: ``name, joint, function, index``.
 ``[[springs]]``  -> ``Model.spring(...)``: ``name, body1, point1, body2, point2, k, c, length``,
@@ -129,9 +138,13 @@ _LIST_SECTIONS = {
     "bodies": ({"name", "mass"}, {"com", "inertia", "points", "vectors", "provenance"}),
     "joints": ({"name", "type", "parent", "child"},
                {"parent_point", "child_point", "axis", "axis2", "orientation", "q0", "qd0",
-                "provenance"}),
+                "provenance", "normal"}),
     "cuts": ({"name", "type", "body1", "body2"},
-             {"point1", "point2", "axis1", "axis2", "provenance"}),
+             {"point1", "point2", "axis1", "axis2", "provenance", "normal", "normal2"}),
+    "cam_followers": ({"name", "cam", "follower", "center", "a0"},
+                      {"cos", "sin", "follower_point", "normal", "zero", "orientation", "q0",
+                       "qd0", "provenance"}),
+    "cam_relations": ({"name", "radial", "polar", "a0"}, {"cos", "sin", "provenance"}),
     "distances": ({"name", "body1", "point1", "body2", "point2", "length"}, set()),
     "drives": ({"name", "joint", "function"}, {"index"}),
     "springs": ({"name", "body1", "point1", "body2", "point2", "k"},
@@ -788,6 +801,8 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
         for k in ("axis", "axis2"):
             if k in j:
                 kw[k] = _static_list(ctx, j[k], None, f"{where} {k}", 3)
+        if "normal" in j:
+            kw["normal"] = _static_list(ctx, j["normal"], None, f"{where} normal", 3)
         if "orientation" in j:
             kw["orientation"] = _orientation(ctx, j["orientation"], where + " orientation")
         if "q0" in j:
@@ -796,6 +811,34 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
             kw["qd0"] = _static_list(ctx, j["qd0"], _RATE, where + " qd0")
         _guard(ctx, where, model.joint, _string(ctx, j["name"], where + " name"), jtype,
                parent, child, **kw)
+
+    for i, c in enumerate(_entries(ctx, data, "cam_followers")):
+        where = _where("cam_followers", i, c)
+        cam, fol = (_body_name(ctx, c[k], f"{where} {k}") for k in ("cam", "follower"))
+        kw = dict(follower_point=_point(ctx, fol, c.get("follower_point", [0, 0, 0]),
+                                        where + " follower_point"),
+                  provenance=_string(ctx, c.get("provenance", ""), where + " provenance"))
+        for k in ("normal", "zero"):
+            if k in c:
+                kw[k] = _static_list(ctx, c[k], None, f"{where} {k}", 3)
+        if "orientation" in c:
+            kw["orientation"] = _orientation(ctx, c["orientation"], where + " orientation")
+        if "q0" in c:
+            kw["q0"] = _static_list(ctx, c["q0"], _COORD, where + " q0", 2)
+        if "qd0" in c:
+            kw["qd0"] = _static_list(ctx, c["qd0"], _RATE, where + " qd0", 2)
+        cos, sin = _profile(ctx, c, where)
+        _guard(ctx, where, model.cam_follower, _string(ctx, c["name"], where + " name"), cam,
+               fol, _point(ctx, cam, c["center"], where + " center"),
+               _field(ctx, c["a0"], "length", where + " a0"), cos, sin, **kw)
+
+    for i, c in enumerate(_entries(ctx, data, "cam_relations")):
+        where = _where("cam_relations", i, c)
+        radial, polar = (_joint_name(ctx, c[k], f"{where} {k}") for k in ("radial", "polar"))
+        cos, sin = _profile(ctx, c, where)
+        _guard(ctx, where, model.cam_relation, _string(ctx, c["name"], where + " name"),
+               radial, polar, _field(ctx, c["a0"], "length", where + " a0"), cos, sin,
+               provenance=_string(ctx, c.get("provenance", ""), where + " provenance"))
 
     for i, c in enumerate(_entries(ctx, data, "cuts")):
         where = _where("cuts", i, c)
@@ -807,6 +850,9 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
             kw["axis1"] = _static_list(ctx, c["axis1"], None, where + " axis1", 3)
         if "axis2" in c:
             kw["axis2"] = _static_list(ctx, c["axis2"], None, where + " axis2", 3)
+        for k in ("normal", "normal2"):
+            if k in c:
+                kw[k] = _static_list(ctx, c[k], None, f"{where} {k}", 3)
         _guard(ctx, where, model.cut, _string(ctx, c["name"], where + " name"),
                _string(ctx, c["type"], where + " type"), b1, b2, **kw)
 
@@ -935,6 +981,18 @@ def _guard(ctx, where, fn, *args, **kw):
         if str(exc).startswith(ctx.source):
             raise
         _rethrow(exc, f"{ctx.source}: {where}")
+
+
+def _profile(ctx, entry, where) -> tuple:
+    """The Fourier coefficients ``cos``, ``sin`` of a cam profile (lists of parametric
+    lengths, default empty)."""
+    out = []
+    for k in ("cos", "sin"):
+        v = entry.get(k, [])
+        if not isinstance(v, list):
+            raise ctx.err(f"{where} {k}", f"expected a list of coefficients, got {v!r}")
+        out.append([_field(ctx, x, "length", f"{where} {k}[{i}]") for i, x in enumerate(v)])
+    return tuple(out)
 
 
 def _inertia(ctx, v, where):

@@ -71,8 +71,15 @@ def model_to_dict(model: "Model") -> dict:
         _drop_empty({"name": c.name, "type": c.type, "body1": c.body1, "body2": c.body2,
                      "point1": _out(c.point1), "point2": _out(c.point2),
                      "axis1": _out(c.axis1), "axis2": _out(c.axis2),
+                     "normal": _out(c.normal), "normal2": _out(c.normal2),
                      "provenance": c.provenance})
         for c in model.cuts.values()]
+    # cam followers and point-to-line joints are written expanded (their massless bodies
+    # and joints above, the relation here)
+    doc["cam_relations"] = [
+        _drop_empty({"name": c.name, "radial": c.radial, "polar": c.polar, "a0": _out(c.a0),
+                     "cos": _out(c.cos), "sin": _out(c.sin), "provenance": c.provenance})
+        for c in model.cams.values()]
     doc["distances"] = [
         {"name": d.name, "body1": d.body1, "point1": _out(d.point1), "body2": d.body2,
          "point2": _out(d.point2), "length": _out(d.length)}

@@ -12,7 +12,8 @@ prismatic, fixed, spherical or floating, and spatial models with cylindrical and
 tree joints; every cut joint, distance constraint and drive of the compiled model;
 point-to-point spring-dampers, joint spring-dampers, point forces, torques, gravity and
 tire-ground contacts (:mod:`workbench.forces.tire`, evaluated on the wheel state taken from the
-natural coordinates).  Every relative coordinate of a spatial model has a joint-coordinate
+natural coordinates).  Cam relations (``Model.cam_relation``, a closure between two joint
+coordinates) are not supported: :class:`~workbench.errors.ModelError` naming the relation.  Every relative coordinate of a spatial model has a joint-coordinate
 function of the natural coordinates (revolute/cylindrical/universal angles and the z-y-x
 angles of spherical/floating joints as ``atan2`` of two bilinear functions, the middle
 z-y-x angle as ``asin`` of one; travels bilinear), so any of them can be a degree of
@@ -258,6 +259,12 @@ def build_global(cm) -> tuple:
                                  f"{cm.coord_names[ci[0]]!r}")
             kind, ops, K_, fK, _ = bld.sfs[s]
             add_phi(bld.sf(kind, ops, K_, fK, int(ci[1])), nm)
+        elif typ == AR.C_CAM:
+            # z_a - s(z_b) would compose two joint-coordinate functions through the cam
+            # profile: a scalar-function kind the natural kernels do not have
+            raise ModelError(f"cam relation {nm!r}: the global formulation does not support "
+                             "cam relations (a closure between two joint coordinates); use "
+                             "sr-com, sr-origin or multipliers")
     # ---- degrees of freedom (same independent coordinates as the semi-recursive model)
     dof = []
     for k in range(ma.dof_type.shape[0]):

@@ -39,10 +39,11 @@ from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import layout as AR
 from workbench.kernels import tangents as T
 from workbench.kernels import tree as K
-from workbench.kernels.layout import C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
+from workbench.kernels.layout import C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
 from workbench.kernels.linalg import projected_matrix, qr_solve_transpose
 from workbench.kernels.measures import (MS_ACC, MS_COORD_ACC, MS_REACTION, measures, measures_t,
                                         point_cot, point_pos_t, vector_cot, vector_pos_t)
+from workbench.kernels.scalar import cam_profile_cs
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S1x6x3 = AR.scratch(1, 6, 3)
@@ -79,7 +80,16 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
     :func:`vector_cot`); summed over each frame's subtree they give ``w_c = bcol_f .
     cZ_f + db_f . cdZ_f`` for the coordinate ``c`` of frame ``f``, and ``sub = R^T w``.
     One pass per direction instead of one per column.  Work arrays: ``X`` (3 x 2 x 3),
-    ``cZ, cdZ`` (frames x 6), ``w`` (n)."""
+    ``cZ, cdZ`` (frames x 6), ``w`` (n).
+
+    A cam relation ``z_a - s(z_b; p)`` reads the joint rates directly: ``Theta_z R_j =
+    R_j[a] - s'(z_b) R_j[b]``, whose tangent is ``-(s''(z_b) dz_b + ds'(z_b)) R_j[b]``
+    (``ds'`` along the coefficient directions ``dp``), so ``w_b -= mu (s'' dz_b + ds')``.
+    ``cos z_b, sin z_b`` come from the frame rotations
+    (:func:`workbench.kernels.tree.joint_angle_cs`) and ``dz_b`` from the rotation tangents of
+    the polar coordinate's revolute frame ``f``: ``th_f = th_parent + u_f dz_b``
+    (:func:`workbench.kernels.tangents.frame_positions_t`), so ``dz_b = u_f . (th_f -
+    th_parent)`` with ``u_f`` the rotation part of ``bcol_f``."""
     n, d = R.shape
     m = ma.c_type.shape[0]
     nf = ma.fr_parent.shape[0]
@@ -180,6 +190,17 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
             for i in range(6):
                 s += bcol[f, i] * cZ[f, i] + db[f, i] * cdZ[f, i]
             w[c] += s
+    for k in range(m):
+        if c_type[k] == C_CAM:
+            f = c_i[k, 2]
+            par = ma.fr_parent[f]
+            dzb = 0.0
+            for i in range(3):
+                dzb += bcol[f, 3 + i] * (th[f, i] - (th[par, i] if par >= 0 else 0.0))
+            cu, su = K.joint_angle_cs(ma, A, f)
+            _, _, s2, _ = cam_profile_cs(p, ma.c_fld[k], c_i[k, 3], cu, su)
+            _, ds1, _, _ = cam_profile_cs(dp, ma.c_fld[k], c_i[k, 3], cu, su)
+            w[c_i[k, 1]] -= mu[k] * (s2 * dzb + ds1)
     for j in range(d):
         s = 0.0
         for c in range(n):
