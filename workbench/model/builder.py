@@ -310,6 +310,63 @@ class Model:
                    provenance=provenance or f"rotation of {where} about its normal")
         return name
 
+    def anti_roll_bar(self, name: str, body: str, pivots, arms, links, link_length, k,
+                      provenance: str = "") -> str:
+        """Anti-roll bar: a torsion bar on ``body`` (a chassis or subframe) whose two halves
+        twist against each other, linked to the suspension by two droplinks.
+
+        Expanded into ordinary elements, all named after ``name``: massless bar halves
+        ``<name>.left`` and ``<name>.right`` (frames at their bushings, parallel to
+        ``body``'s at zero twist), the revolute joint ``<name>.bushing`` from ``body`` to the
+        left half about the bar axis (the line through ``pivots = (left, right)``, points in
+        ``body``'s frame), the revolute joint ``<name>.twist`` from the left half to the right
+        half about the same axis at the right bushing, the joint spring ``<name>.torsion``
+        (stiffness ``k``, N m/rad, on the twist: the angular spring between the two bar
+        ends) and two distance constraints ``<name>.link_left``/``<name>.link_right`` of
+        length ``link_length`` (one value or two) from the arm ends ``arms = (left, right)``
+        (vectors from each bushing to its arm end, ``body`` frame at zero twist) to
+        ``links = ((body, point), (body, point))`` on the suspension.  A heave motion turns
+        the bar as a whole (no twist, no force); a roll motion twists it.  ``k`` and the
+        link lengths may be parameters.  Returns ``name``."""
+        where = f"anti-roll bar {name!r}"
+        self._body(body)
+        pl = np.asarray(as_vec3(pivots[0], f"{where} left pivot"), dtype=object)
+        pr = np.asarray(as_vec3(pivots[1], f"{where} right pivot"), dtype=object)
+        try:
+            axis = np.asarray(pr, dtype=float) - np.asarray(pl, dtype=float)
+        except (TypeError, ValueError):
+            raise ModelError(f"{where}: the bushing points must be numbers (they fix the bar "
+                             "axis)") from None
+        if np.linalg.norm(axis) == 0.0:
+            raise ModelError(f"{where}: the two bushing points coincide")
+        axis = list(axis / np.linalg.norm(axis))
+        if len(links) != 2 or any(len(lk) != 2 for lk in links):
+            raise ModelError(f"{where}: links must be two (body, point) pairs")
+        lengths = (list(link_length) if isinstance(link_length, (list, tuple))
+                   and len(link_length) == 2 and not isinstance(link_length[0], str)
+                   else [link_length, link_length])
+        left, right = f"{name}.left", f"{name}.right"
+        for b in (left, right):
+            if b in self.bodies:
+                raise ModelError(f"{where}: body {b!r} is declared twice")
+        for lk_body, _ in links:
+            self._body(lk_body)
+        prov = provenance or f"{where}"
+        self.body(left, 0.0, points={"end": as_vec3(arms[0], f"{where} left arm")},
+                  provenance=f"massless left half of {prov}")
+        self.body(right, 0.0, points={"end": as_vec3(arms[1], f"{where} right arm")},
+                  provenance=f"massless right half of {prov}")
+        self.joint(f"{name}.bushing", "revolute", body, left, parent_point=list(pl),
+                   axis=axis, provenance=f"bushing of {prov}")
+        offset = [float(b) - float(a) for a, b in zip(pl, pr)]
+        self.joint(f"{name}.twist", "revolute", left, right, parent_point=offset, axis=axis,
+                   provenance=f"twist of {prov}")
+        self.joint_spring(f"{name}.torsion", f"{name}.twist", k)
+        for side, half, (lk_body, lk_point), L in (("left", left, links[0], lengths[0]),
+                                                   ("right", right, links[1], lengths[1])):
+            self.distance(f"{name}.link_{side}", half, "end", lk_body, lk_point, L)
+        return name
+
     def cam_relation(self, name: str, radial: str, polar: str, a0, cos=(), sin=(),
                      provenance: str = "") -> str:
         """Cam relation (a closure between two joint coordinates): the coordinate of the

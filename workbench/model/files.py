@@ -44,6 +44,9 @@ file; references to unknown bodies, points, joints or parameters raise
     follower, center, a0`` and optional ``cos, sin`` (Fourier coefficients of the pitch
     curve, parametric lengths), ``follower_point, normal, zero, orientation, q0, qd0``
     (two values: polar angle and follower angle), ``provenance``.
+``[[anti_roll_bars]]``  -> ``Model.anti_roll_bar(...)``: ``name, body, pivots`` (two points),
+    ``arms`` (two vectors), ``links`` (two ``[body, point]``), ``link_length``, ``k``,
+    optional ``provenance``.
 ``[[cam_relations]]``  -> ``Model.cam_relation(...)``: ``name, radial, polar, a0`` and
     optional ``cos, sin, provenance`` (what a cam follower expands into).
 ``[[distances]]``  -> ``Model.distance(...)``: ``name, body1, point1, body2, point2, length``.
@@ -145,6 +148,8 @@ _LIST_SECTIONS = {
                       {"cos", "sin", "follower_point", "normal", "zero", "orientation", "q0",
                        "qd0", "provenance"}),
     "cam_relations": ({"name", "radial", "polar", "a0"}, {"cos", "sin", "provenance"}),
+    "anti_roll_bars": ({"name", "body", "pivots", "arms", "links", "link_length", "k"},
+                       {"provenance"}),
     "distances": ({"name", "body1", "point1", "body2", "point2", "length"}, set()),
     "drives": ({"name", "joint", "function"}, {"index"}),
     "springs": ({"name", "body1", "point1", "body2", "point2", "k"},
@@ -838,6 +843,30 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
         cos, sin = _profile(ctx, c, where)
         _guard(ctx, where, model.cam_relation, _string(ctx, c["name"], where + " name"),
                radial, polar, _field(ctx, c["a0"], "length", where + " a0"), cos, sin,
+               provenance=_string(ctx, c.get("provenance", ""), where + " provenance"))
+
+    for i, c in enumerate(_entries(ctx, data, "anti_roll_bars")):
+        where = _where("anti_roll_bars", i, c)
+        body = _body_name(ctx, c["body"], where + " body")
+        pairs = {}
+        for key in ("pivots", "arms", "links"):
+            if not isinstance(c[key], list) or len(c[key]) != 2:
+                raise ctx.err(where, f"{key} must be a list of two entries, got {c[key]!r}")
+        pivots = [_static_list(ctx, v, None, f"{where} pivots[{j}]", 3)
+                  for j, v in enumerate(c["pivots"])]
+        arms = [_static_list(ctx, v, None, f"{where} arms[{j}]", 3)
+                for j, v in enumerate(c["arms"])]
+        for j, lk in enumerate(c["links"]):
+            if not isinstance(lk, list) or len(lk) != 2:
+                raise ctx.err(where, f"links[{j}] must be [body, point], got {lk!r}")
+            b = _body_name(ctx, lk[0], f"{where} links[{j}] body")
+            pairs[j] = (b, _point(ctx, b, lk[1], f"{where} links[{j}] point"))
+        ll = c["link_length"]
+        ll = ([_field(ctx, v, "length", f"{where} link_length") for v in ll]
+              if isinstance(ll, list) else _field(ctx, ll, "length", where + " link_length"))
+        _guard(ctx, where, model.anti_roll_bar, _string(ctx, c["name"], where + " name"), body,
+               pivots, arms, (pairs[0], pairs[1]), ll,
+               _field(ctx, c["k"], "rot_stiffness", where + " k"),
                provenance=_string(ctx, c.get("provenance", ""), where + " provenance"))
 
     for i, c in enumerate(_entries(ctx, data, "cuts")):
