@@ -16,8 +16,8 @@ SIMULATION_ONLY = {"multipliers"}
 
 
 def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():
-    assert set(REGISTRY) == {"sr-com", "sr-origin", "global", "multipliers",
-                             "multipliers-origin"}
+    assert set(REGISTRY) == {"sr-com", "sr-origin", "global", "global-partitioned",
+                             "multipliers", "multipliers-origin"}
     for family in {f.family for f in REGISTRY.values()}:
         codes = [f.code for f in REGISTRY.values() if f.family == family]
         assert len(set(codes)) == len(codes)        # a family's kernels tell them apart

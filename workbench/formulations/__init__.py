@@ -1,7 +1,8 @@
 """Formulations behind one seam (:mod:`~workbench.formulations.interface`): the
 semi-recursive Matrix-R formulation with both reference points
-(:mod:`~workbench.formulations.semirecursive`) and the global Matrix-R formulation in natural
-coordinates (:mod:`~workbench.formulations.natural`).
+(:mod:`~workbench.formulations.semirecursive`), the global Matrix-R formulation in natural
+coordinates and its coordinate-partitioning variant (:mod:`~workbench.formulations.natural`)
+and the closures by Lagrange multipliers (:mod:`~workbench.formulations.multipliers`).
 
 :data:`REGISTRY` maps each formulation name to its
 :class:`~workbench.formulations.interface.Formulation`; :func:`get` resolves a name with a
@@ -13,12 +14,12 @@ from workbench.errors import ModelError
 from workbench.formulations.interface import (FORM_COM, FORM_GLOBAL, FORM_ORIGIN, POS_MAXIT,
                                               POS_TOL, Formulation)
 from workbench.formulations.multipliers import MULT_COM, MULT_ORIGIN
-from workbench.formulations.natural import NATURAL
+from workbench.formulations.natural import NATURAL, PARTITIONED
 from workbench.formulations.semirecursive import SR_COM, SR_ORIGIN
 
 #: every formulation by name
-REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL, MULT_COM,
-                                                        MULT_ORIGIN)}
+REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL, PARTITIONED,
+                                                        MULT_COM, MULT_ORIGIN)}
 
 
 class UnknownFormulationError(ModelError, ValueError):

@@ -13,6 +13,7 @@ import numpy as np
 from workbench.errors import OptionError, SingularConfigurationError
 from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
+from workbench.formulations.natural import partition as PT
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
@@ -71,6 +72,12 @@ class SimulationResult:
     dof_revisions : list of dict
         Automatic choices of the degrees of freedom that were revised (see
         :func:`simulate`): ``{"time", "from", "to"}`` per revision; empty otherwise.
+    partition_changes : list of dict
+        ``"global-partitioned"``: the re-selections of the independent natural coordinates
+        during the run (:mod:`workbench.formulations.natural.partition`), ``{"time",
+        "step", "from", "to", "indicator"}`` each (from that output row on, ``zi, zdi,
+        zddi`` are the coordinates ``"to"``; ``dof_names`` are those chosen at the start);
+        empty otherwise.
     states : ndarray (N, L) or None
         With ``simulate(..., keep_states=True)``: the converged state of every row reached
         by a plain step (:func:`workbench.formulations.semirecursive.matrixr.store_state`), which
@@ -99,6 +106,7 @@ class SimulationResult:
     compiled: object = field(repr=False, default=None)
     dof_revisions: list = field(default_factory=list)
     states: np.ndarray | None = field(repr=False, default=None)
+    partition_changes: list = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -193,9 +201,9 @@ class SimulationResult:
         exact for the row's state)."""
         if getattr(self, "multipliers", None) is not None:
             return self.multipliers
-        form = get_formulation(self.formulation).code
-        if get_formulation(self.formulation).family == "natural":
-            form = get_formulation("sr-com").code        # same z: the SR-I open-tree terms
+        # the natural-coordinate families report the same z: the open-tree terms of the
+        # formulation whose statics serve them (SR-I)
+        form = get_formulation(get_formulation(self.formulation).statics_formulation).code
         return constraint_force_history(self.compiled, form, self.t, self.z, self.zd,
                                         self.zdd)
 
@@ -217,6 +225,7 @@ class SimulationResult:
             "wall_time_s": self.wall_time_s,
             "degrees_of_freedom": list(self.dof_names),
             "dof_revisions": [dict(r) for r in self.dof_revisions],
+            "partition_changes": [dict(r) for r in self.partition_changes],
         }
 
     def to_frame(self):
@@ -248,12 +257,16 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ----------
     model : Model, CompiledModel or str
         A builder, a compiled model, or the name of a shipped model.
-    formulation : {"sr-com", "sr-origin", "global"}
+    formulation : {"sr-com", "sr-origin", "global", "global-partitioned", "multipliers", ...}
         Reference point of the semi-recursive recursion: each body's centre of mass
         (SR-I, RTdyn0) or the global origin (SR-II, RTdyn1); or ``"global"``: the global
         Matrix-R formulation in natural coordinates (:mod:`workbench.formulations.natural.build`)
         on the same
-        independent coordinates (``result.natural = (q history, angle branches)``).
+        independent coordinates (``result.natural = (q history, angle branches)``); or
+        ``"global-partitioned"``: the same on independent NATURAL coordinates chosen by
+        pivoted elimination of ``Phi_q`` and re-chosen when they degrade (coordinate
+        partitioning, seed 000 eqs 2-8; :mod:`workbench.formulations.natural.partition`,
+        ``result.partition_changes``).
 
     ``keep_states`` keeps each step's converged state (``result.states``, about
     ``L = 1 + 5 n + n d + n^2 + n (m + d) + 54 nf + 6 nb`` floats per row) so that a
@@ -567,7 +580,8 @@ def _run_natural(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxi
         ga, ma, ma.p, float(t0), float(dt), nsteps, cm.zi0, cm.zdi0, q0, aref0, newton_tol,
         newton_maxit, pos_tol, pos_maxit, cm.conservative, out["T"], out["Q"], out["Z"],
         out["ZD"], out["ZDD"], out["ZI"], out["ZDI"], out["ZDDI"], out["viol"], out["vviol"],
-        out["iters"], out["energy"], out["steps"], out["AREF"])
+        out["iters"], out["energy"], out["steps"], out["AREF"], 0, np.zeros(0), 0.0,
+        np.zeros(N))
     out["wall"] = _time.perf_counter() - start
     return status, out
 
@@ -617,5 +631,33 @@ def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
     return res
 
 
+def _run_partitioned(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                     newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """Coordinate partitioning in natural coordinates (seed 000 eqs 6-8): the natural loop
+    on independent natural coordinates chosen by pivoted elimination, re-chosen when the
+    dependent block degrades (:func:`workbench.formulations.natural.partition.run_partitioned`;
+    no restarts, no kept states)."""
+    (st, step, t, value, bad), o, segments, changes = PT.run_partitioned(
+        cm, t0, dt, nsteps, newton_tol, newton_maxit, TZ.integrate_natural)
+    ctx = f"model {cm.name!r} ({formulation}), step {step}"
+    names = PT.coordinate_names(cm)
+    if st == MR.ST_SINGULAR and bad >= 0:
+        raise SingularConfigurationError(
+            f"{ctx}: Theta_q = [Phi_q; E^i] is singular at natural coordinate {names[bad]}: "
+            f"the independent coordinates {[names[i] for i in segments[-1][1]]} do not "
+            "determine the configuration", t, [])
+    raise_for_status(cm, st, t, value, bad, ctx + o["note"], dt=float(dt))
+    res = SimulationResult(
+        model=cm.name, formulation=formulation, t=o["T"], z=o["Z"], zd=o["ZD"], zdd=o["ZDD"],
+        zi=o["ZI"], zdi=o["ZDI"], zddi=o["ZDDI"], constraint_violation=o["viol"],
+        velocity_violation=o["vviol"], newton_iterations=o["iters"],
+        energy=o["energy"] if cm.conservative else None, step_kind=o["steps"],
+        coord_names=cm.coord_names, dof_names=tuple(names[i] for i in segments[0][1]),
+        dt=float(dt), wall_time_s=o["wall"], compiled=cm, partition_changes=changes)
+    res.natural = (o["Q"], o["AREF"])
+    res.partition = (segments, o["kappa"])
+    return res
+
+
 FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global,
-               "multipliers": _run_multipliers}
+               "multipliers": _run_multipliers, "partitioned": _run_partitioned}

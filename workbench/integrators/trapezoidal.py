@@ -25,6 +25,7 @@ from numba import njit
 
 from workbench.formulations.multipliers import kernels as MU
 from workbench.formulations.natural import kernels as G
+from workbench.formulations.natural import partition as PT
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import layout as AR
 from workbench.kernels import linalg as LA
@@ -574,7 +575,7 @@ def _dense_output(ma, p, form, t, s, H, a0, zi0, zdi0, z0, zd0, zdd0, a1, zi1, z
 def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol, newton_maxit,
                      pos_tol, pos_maxit, conservative, T_out, Q_out, Z_out, ZD_out, ZDD_out,
                      ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, STEP_out,
-                     AREF_out):
+                     AREF_out, kofs, a_init, part_tol, KAPPA_out):
     """Fixed-step implicit trapezoidal rule on the independent coordinates, global
     formulation in natural coordinates: the unknown ``a = zdd^i_{n+1}``, the update
     (:func:`trapezoidal_update`), the Newton acceptance tests (:func:`correction_converged`,
@@ -582,6 +583,15 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     force-element derivatives projected with ``R``; ``M`` is constant) are those of
     :func:`integrate_semirecursive`.  No step merging or sub-stepping: a failure ends the
     run.  Returns (status, step, t, value, bad).
+
+    ``kofs``: index of the first row in the whole run (times ``t0 + (kofs + k) h``);
+    ``a_init`` (length d, or empty: solved from the equations of motion) the initial
+    ``zdd^i``.  ``KAPPA_out[k]``: the indicator
+    :func:`workbench.formulations.natural.partition.r_ratio` of ``Theta_q`` at row ``k``
+    (relative to the initial row); with ``part_tol > 0`` the run stops after the first
+    row where it is below ``part_tol``, returning
+    :data:`workbench.formulations.natural.partition.ST_REPARTITION` (coordinate
+    partitioning, seed 000 eqs 6-8: the coordinates are selected again there).
     """
     N = q0.shape[0]
     d = zi0.shape[0]
@@ -608,7 +618,7 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     dQk = np.zeros(N)
     dQc = np.zeros(N)
     rn = 0.0
-    t = t0
+    t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
     st, it, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
     if st != OK:
         return st, 0, t, err, bad
@@ -618,11 +628,16 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     bad = G.zero_length_spring(ga, ma, p, q)
     if bad >= 0:
         return ST_ZERO_SPRING, 0, t, 0.0, bad
+    Rd0 = np.full(N, -1.0)
+    KAPPA_out[0] = PT.r_ratio(ws.Rm, Rd0)
     Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
-    projected_matrix(Rphi, M, Mb)
-    a, ok = LA.lu_solve_small(Mb, Rphi.T @ (Q - M @ qddb))
-    if not ok:
-        return ST_MASS, 0, t, 0.0, -1
+    if a_init.shape[0] == d:
+        a = a_init.copy()
+    else:
+        projected_matrix(Rphi, M, Mb)
+        a, ok = LA.lu_solve_small(Mb, Rphi.T @ (Q - M @ qddb))
+        if not ok:
+            return ST_MASS, 0, t, 0.0, -1
     qdd[:] = qddb + Rphi @ a
     G.record_row(ga, ma, p, ws, 0, t, q, qd, qdd, zi, zdi, a, 0, Vpot, conservative, M, aref,
                  T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
@@ -631,7 +646,7 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
         an = a.copy()
         zin = zi.copy()
         zdin = zdi.copy()
-        t = t0 + k0 * h + h
+        t = t0 + (kofs + k0) * h + h
         q += h * qd + 0.5 * h * h * qdd
         dnorm = np.inf
         rbest = np.inf
@@ -699,6 +714,10 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
         G.record_row(ga, ma, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot,
                      conservative, M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out,
                      ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
+        kappa = PT.r_ratio(ws.Rm, Rd0)
+        KAPPA_out[k0 + 1] = kappa
+        if kappa < part_tol:
+            return PT.ST_REPARTITION, k0 + 1, t, kappa, -1
     return OK, nsteps, t, 0.0, -1
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from workbench.errors import ModelError
+from workbench.errors import ModelError, OptionError
+from workbench.formulations.natural import partition as PT
 from workbench.formulations.natural import step_jacobians as GS
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.natural.step_jacobians import step_jacobians_g
@@ -464,10 +465,62 @@ def natural_sweeps(cm, sim):
     return direct, adjoint, history
 
 
+def partitioned_sweeps(cm, sim):
+    """The natural-coordinate sweeps on the selection rows of a ``"global-partitioned"``
+    run (:mod:`workbench.formulations.natural.partition`): the independent natural
+    coordinates are one more choice of degrees of freedom, with ``h_q = E^i`` constant, so
+    the step Jacobians of :func:`step_jacobians_g` serve unchanged; the initial
+    sensitivities of the model's degrees of freedom are mapped to those of ``q^i``
+    (:func:`~workbench.formulations.natural.partition.initial_tangents`).  The measures
+    are evaluated segment by segment; a gradient of a run that re-selected its coordinates
+    is refused (OptionError naming the time: mapping the sensitivities across a change of
+    the integrated coordinates, and its transpose in the adjoint, is not implemented)."""
+    Qh, AREF = _natural_coordinates(sim)
+    segments = PT.segment_arrays(cm, sim)
+
+    def start(Gm, SZ0, SV0):
+        if len(segments) > 1:
+            c = sim.partition_changes[0]
+            raise OptionError(
+                f"model {cm.name!r}: the 'global-partitioned' run re-selected its independent "
+                f"natural coordinates at t = {c['time']:.6g} s ({c['from']} -> {c['to']}); "
+                "the sweeps do not carry the sensitivities across a change of the integrated "
+                "coordinates: choose a shorter run, a threshold the run survives without "
+                "the change (partition_threshold), or formulation 'global' or 'sr-com'")
+        return PT.sweep_start(cm, sim, Gm, SZ0, SV0)
+
+    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
+               ms_c, SZ0, SV0, *rest, nthreads=1):
+        SZ0, SV0 = start(Gm, SZ0, SV0)
+        return direct_sweep_g(segments[0][2], ma, p, AREF, h, TT, Qh, ZI, ZDI, AA, Gm,
+                              ms_type, ms_a, ms_c, SZ0, SV0, *rest)
+
+    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                ms_type, ms_a, ms_c, SZ0, SV0, *rest, nthreads=1):
+        *rest, row0, nglob, carry = rest
+        if row0 != 0 or nglob != TT.shape[0]:
+            raise ValueError("the global-partitioned formulation has no checkpointed adjoint")
+        SZ0, SV0 = start(Gm, SZ0, SV0)
+        return adjoint_sweep_g(segments[0][2], ma, p, AREF, h, variant, TT, Qh, ZI, ZDI, AA,
+                               Gm, ms_type, ms_a, ms_c, SZ0, SV0, *rest)
+
+    def history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
+        for k0, k1, gp in segments:
+            r = slice(k0, k1)
+            st, k = GS.measure_history_g(gp, ma, p, AREF[r], TT[r], Qh[r], ZI[r], ZDI[r],
+                                         AA[r], ms_type, ms_a, ms_c, MV[r])
+            if st != OK:
+                return st, k0 + k
+        return OK, TT.shape[0]
+
+    return direct, adjoint, history
+
+
 def semirecursive_sweeps(cm, sim):
     """The semi-recursive sweep kernels (``cm`` and ``sim`` are not needed to choose them)."""
     return direct_sweep, adjoint_sweep, measure_history
 
 
 #: the sweep kernels of each formulation family (:attr:`Formulation.family`)
-FAMILY_SWEEPS = {"semirecursive": semirecursive_sweeps, "natural": natural_sweeps}
+FAMILY_SWEEPS = {"semirecursive": semirecursive_sweeps, "natural": natural_sweeps,
+                 "partitioned": partitioned_sweeps}

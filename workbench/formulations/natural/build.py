@@ -329,7 +329,7 @@ def build_global(cm) -> tuple:
             base = [k for k in range(len(bld.sfs)) if bld.sfs[k][1] == ops and bld.sfs[k][4] < 0]
             if base:
                 aref0[s] = aref0[base[0]]
-    ga = _profile_ordering(ga, ma, p, q0, aref0)
+    ga = profile_ordering(ga, ma, p, q0, aref0)
     return ga, q0, aref0, tuple(names)
 
 
@@ -359,7 +359,7 @@ def _qr_profile_cost(P):
     return cost
 
 
-def _profile_ordering(ga, ma, p, q0, aref0):
+def profile_ordering(ga, ma, p, q0, aref0):
     """Row and column permutations of ``Theta_q`` for the sparse QR
     (:func:`workbench.formulations.natural.kernels.sqr_factor`): columns in reverse Cuthill-McKee
     order of the pattern of
