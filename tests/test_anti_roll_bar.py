@@ -50,8 +50,10 @@ def roll_rig(bar=True, kt=KT, loads=(F, -F), gravity=False):
 
 def _tips(mod):
     """Vertical tip displacements at the static equilibrium (arm angle theta about +y:
-    the tip moves by -TIP sin(theta))."""
-    eq = wb.equilibrium(mod)
+    the tip moves by -TIP sin(theta)).  Tolerance 1e-8 N on the generalized residual (no
+    gravity, so the default is relative to 1 N; the closure projection of the bar rounds
+    at ~3e-10 N): 5e-13 m of the ~5e-5 m deflections."""
+    eq = wb.equilibrium(mod, tol=1e-8)
     return -TIP * np.sin(eq.zi)
 
 
@@ -69,10 +71,10 @@ def test_roll_wheel_rate_is_the_hand_computed_lever_arm_rate():
 
 def test_heave_does_not_twist_the_bar():
     """Equal loads turn both halves alike: no twist, no bar force, the heave deflection is
-    the springs' alone (to the equilibrium solver's tolerance)."""
+    the springs' alone (to the equilibrium solver's tolerance, 1e-8 relative)."""
     with_bar = _tips(roll_rig(loads=(F, F)))
     without = _tips(roll_rig(bar=False, loads=(F, F)))
-    np.testing.assert_allclose(with_bar, without, rtol=1e-9)
+    np.testing.assert_allclose(with_bar, without, rtol=1e-7)
     np.testing.assert_allclose(without, [F / KS, F / KS], rtol=1e-4)
 
 
@@ -80,7 +82,9 @@ def test_heave_does_not_twist_the_bar():
 def test_bar_gradients_equal_central_differences(formulation):
     """A roll oscillation after a sudden one-sided load: the roll angle's objective with
     respect to the bar rate and the droplink length; direct = adjoint (1e-12 relative),
-    = central differences (1e-6 relative)."""
+    = central differences (1e-5 relative: the droplink length moves the closure, whose
+    position problem converges to ~1e-12 m, and the difference quotient divides that by
+    its 2e-7 m step; measured 1.4e-6)."""
     cm = roll_rig(loads=(200.0, 0.0)).compile()
     obj = [wb.objectives.coordinate("rollL", "hingeL"),
            wb.objectives.coordinate("rollR", "hingeR", level=1)]
@@ -90,7 +94,7 @@ def test_bar_gradients_equal_central_differences(formulation):
     f = wb.sensitivity(cm, obj, method="fd", **kw)
     scale = np.abs(d.gradient).max(axis=1, keepdims=True)
     assert np.all(np.abs(a.gradient - d.gradient) <= 1e-12 * scale)
-    assert np.all(np.abs(f.gradient - d.gradient) <= 1e-6 * scale)
+    assert np.all(np.abs(f.gradient - d.gradient) <= 1e-5 * scale)
 
 
 def test_the_bar_is_ordinary_named_elements_and_survives_the_file_round_trip():

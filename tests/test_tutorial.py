@@ -16,7 +16,7 @@ def test_the_tutorial_script_runs_and_every_check_holds(tmp_path, capsys):
     mod["main"]([str(tmp_path)])
     out = capsys.readouterr().out
     assert out.rstrip().endswith("all checks passed")
-    for claim in ("C_q V = 0", "V = D T R_d", "same M and tau", "seed's table"):
+    for claim in ("C_q V = 0", "V = D T R_d", "same M and tau", "seed's table", "C_q H = 0"):
         assert claim in out, claim
     png = tmp_path / "quick_return_tutorial.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
