@@ -702,6 +702,36 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
                                       for v in ld.direction], f"{where} direction"))
         af_tf.append(B.time_function(ld.function, ld.kind, where))
 
+    # ---- speed controllers (stateless drive-torque law, workbench.kernels.tree.applied_forces)
+    sc_pt, sc_vc, sc_tf, sc_fld = [], [], [], []
+    sw_sc, sw_body, sw_carrier, sw_vc, sw_fld = [], [], [], [], []
+    for s, sc in enumerate(model.speed_controls.values()):
+        w = f"speed control {sc.name!r}"
+        if sc.body == GROUND:
+            raise ModelError(f"{w}: the measured body cannot be the ground")
+        sc_pt.append(B.point(sc.body, sc.point, w + " point"))
+        sc_vc.append(B.vector(sc.body, sc.heading, w + " heading"))
+        sc_tf.append(B.time_function(sc.speed, "velocity", w + " speed"))
+        gain = B.lin(sc.gain, None, w + " gain")
+        tmax = B.lin(sc.torque_max, "torque", w + " torque_max")
+        if not tmax.terms and tmax.const <= 0.0:
+            raise ModelError(f"{w} torque_max: must be positive, got {tmax.const!r}")
+        sc_fld.append(B.add_field(gain, w + " gain"))
+        B.add_field(tmax, w + " torque_max")
+        if not sc.wheels:
+            raise ModelError(f"{w}: no driven wheels")
+        for k, (wheel, carrier, axis, share) in enumerate(sc.wheels):
+            ww = f"{w} wheel #{k + 1} ({wheel})"
+            if wheel == GROUND:
+                raise ModelError(f"{ww}: the wheel cannot be the ground")
+            sw_sc.append(s)
+            sw_body.append(B.body_index[wheel])
+            sw_carrier.append(-1 if carrier == GROUND else B.body_index[carrier])
+            sw_vc.append(B.vector(wheel, axis, ww + " axis"))
+            sw_fld.append(B.add_field(B.lin(share, "dimensionless", ww + " share"),
+                                      ww + " share"))
+        conservative = False
+
     # ---- tire-ground contacts and road (the fields of each are consecutive in p)
     ty_pt, ty_vc, ty_par = [], [], []
     tire_dims = ("length", "stiffness", "damping", "dimensionless", "velocity", "length",
@@ -805,6 +835,9 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         af_type=i64(af_type), af_idx=i64(af_idx), af_dfld=i64(af_dfld),
         af_tf=i64(af_tf), tf_kind=tf_kind, tf_fld=i64(B.tf_fld), tf_n=i64(B.tf_n),
         ty_pt=i64(ty_pt), ty_vc=i64(ty_vc), ty_par=i64(ty_par), rd_fld=i64(rd_fld),
+        sc_pt=i64(sc_pt), sc_vc=i64(sc_vc), sc_tf=i64(sc_tf), sc_fld=i64(sc_fld),
+        sw_sc=i64(sw_sc), sw_body=i64(sw_body), sw_carrier=i64(sw_carrier),
+        sw_vc=i64(sw_vc), sw_fld=i64(sw_fld),
     )
     point_index = {f"{b}.{pn}": k for (b, pn), k in B.points.items()}
     z_guess = np.asarray(z_guess, dtype=float)

@@ -134,6 +134,10 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
     for s_, t in enumerate(np.asarray(ma.af_type)):
         k = int(ma.af_idx[s_])
         load_bodies.add(int(ma.pt_body[k]) if t == AF_FORCE else k)
+    # speed-controlled wheels and carriers, and the measured body
+    load_bodies.update(int(b) for b in np.asarray(ma.sw_body))
+    load_bodies.update(int(b) for b in np.asarray(ma.sw_carrier) if b >= 0)
+    load_bodies.update(int(ma.pt_body[k]) for k in np.asarray(ma.sc_pt))
     angvel_body_bodies, coord_measured = set(), set()
     for t, a in zip(np.asarray(co.ms_type), np.asarray(co.ms_a)):
         if t <= MS.MS_ACC:

@@ -88,6 +88,11 @@ ModelArraysTuple = namedtuple(
         "ty_pt", "ty_vc", "ty_par",
         # road: (first field, number of fields) of the road array in p (length 0: flat z=0)
         "rd_fld",
+        # speed controllers: measured point, heading vector, set-speed time function, first
+        # of the fields (gain, torque_max); driven wheels: controller, wheel body, carrier
+        # body (-1: ground), spin-axis vector, share field
+        "sc_pt", "sc_vc", "sc_tf", "sc_fld",
+        "sw_sc", "sw_body", "sw_carrier", "sw_vc", "sw_fld",
     ],
 )
 

@@ -793,6 +793,68 @@ def _add_point_force_ts(dfb, dnb, b, x0, x1, x2, F0, F1, F2, dx0, dx1, dx2, dF0,
 
 
 @njit(cache=True, inline="always")
+def _global_vector_t(ma, A, th, k, e, de):
+    """Model vector ``k`` in global axes and its tangent ``de = th_f x e`` (``th``: the
+    rotation tangents of the frames)."""
+    K.vector_global(ma, A, k, e)
+    b = ma.vc_body[k]
+    if b < 0:
+        for i in range(3):
+            de[i] = 0.0
+        return
+    f = ma.b_frame[b]
+    de[0] = th[f, 1] * e[2] - th[f, 2] * e[1]
+    de[1] = th[f, 2] * e[0] - th[f, 0] * e[2]
+    de[2] = th[f, 0] * e[1] - th[f, 1] * e[0]
+
+
+@njit(cache=True)
+def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf, dnb):
+    """Tangent of speed controller ``s``'s wheel torques (:func:`workbench.kernels.tree.
+    applied_forces`): with ``eps = v_set - v``, ``u = K eps / T_max``, ``T = T_max tanh u``,
+    ``dT = dT_max tanh u + T_max (1 - tanh^2 u) du``, ``du = (dK eps + K deps) / T_max - K
+    eps dT_max / T_max^2``, ``deps = dv_set - (dv_P . e + v_P . de)``; each wheel adds
+    ``(dshare T + share dT) a + share T da`` to its moment (minus to its carrier's).
+    ``Bp``, ``buf``: work buffers (2 x 6 x 3, >= 4 x 3)."""
+    point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.sc_pt[s], Bp, 0)
+    e = buf[0]
+    de = buf[1]
+    _global_vector_t(ma, A, th, ma.sc_vc[s], e, de)
+    vel = 0.0
+    dvel = 0.0
+    for i in range(3):
+        vel += Bp[0, 1, i] * e[i]
+        dvel += Bp[0, 4, i] * e[i] + Bp[0, 1, i] * de[i]
+    vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
+    dvset = K.time_function_t(ma, p, dp, ma.sc_tf[s], t)[0] if kin else 0.0
+    o = ma.sc_fld[s]
+    gain, tmax, dgain, dtmax = p[o], p[o + 1], dp[o], dp[o + 1]
+    eps = vset - vel
+    deps = dvset - dvel
+    u = gain * eps / tmax
+    tu = np.tanh(u)
+    T = tmax * tu
+    du = (dgain * eps + gain * deps) / tmax - gain * eps * dtmax / (tmax * tmax)
+    dT = dtmax * tu + tmax * (1.0 - tu * tu) * du
+    a = buf[2]
+    da = buf[3]
+    for w in range(ma.sw_sc.shape[0]):
+        if ma.sw_sc[w] != s:
+            continue
+        _global_vector_t(ma, A, th, ma.sw_vc[w], a, da)
+        sh = p[ma.sw_fld[w]]
+        c1 = dp[ma.sw_fld[w]] * T + sh * dT
+        c2 = sh * T
+        b = ma.sw_body[w]
+        cb = ma.sw_carrier[w]
+        for i in range(3):
+            dn = c1 * a[i] + c2 * da[i]
+            dnb[b, i] += dn
+            if cb >= 0:
+                dnb[cb, i] -= dn
+
+
+@njit(cache=True, inline="always")
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                      dfb, dnb, dQj, kin, bm, bg, bdm, bdg):
     """Tangent of :func:`workbench.kernels.tree.applied_forces` (the loads, not the potential).
@@ -893,6 +955,8 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
             b = ma.af_idx[s]
             for i in range(3):
                 dnb[b, i] += dF[i]
+    for s in range(ma.sc_pt.shape[0]):
+        speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, _b3, dnb)
     if ma.ty_pt.shape[0] > 0:
         tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb)
 

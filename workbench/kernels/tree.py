@@ -992,6 +992,26 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
             b = ma.af_idx[s]
             for i in range(3):
                 nb_[b, i] += f * p[od + i]
+    for s in range(ma.sc_pt.shape[0]):
+        # speed control: T = T_max tanh(K (v_set(t) - v) / T_max), v = v_P . e (heading)
+        point_kinematics(ma, p, A, r, Z, Zd, ma.sc_pt[s], x1, v1, a1)
+        vector_global(ma, A, ma.sc_vc[s], Fv)
+        vel = v1[0] * Fv[0] + v1[1] * Fv[1] + v1[2] * Fv[2]
+        vset = time_function(ma, p, ma.sc_tf[s], t)[0]
+        tmax = p[ma.sc_fld[s] + 1]
+        T = tmax * np.tanh(p[ma.sc_fld[s]] * (vset - vel) / tmax)
+        for w in range(ma.sw_sc.shape[0]):
+            if ma.sw_sc[w] != s:
+                continue
+            # share * T about the wheel's axis on the wheel, the reaction on its carrier
+            vector_global(ma, A, ma.sw_vc[w], x2)
+            sh = p[ma.sw_fld[w]] * T
+            b = ma.sw_body[w]
+            cb = ma.sw_carrier[w]
+            for i in range(3):
+                nb_[b, i] += sh * x2[i]
+                if cb >= 0:
+                    nb_[cb, i] -= sh * x2[i]
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
         e = _b3[9]

@@ -13,7 +13,8 @@ from workbench.errors import ModelError, UnknownNameError
 from workbench.kernels.scalar import cam_profile
 from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
                                       Body, CamRelation, CutJoint, Distance, Drive, Joint,
-                                      JointSpring, Load, Parameter, Road, Spring, TimeFunction,
+                                      JointSpring, Load, Parameter, Road, SpeedControl, Spring,
+                                      TimeFunction,
                                       Tire, as_vec3, numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
@@ -76,6 +77,7 @@ class Model:
         self.joint_springs: dict[str, JointSpring] = {}
         self.loads: dict[str, Load] = {}
         self.tires: dict[str, Tire] = {}
+        self.speed_controls: dict[str, SpeedControl] = {}
         self.road_spec: Road | None = None
         self.dof_spec: list | None = None
         self.objectives: dict[str, dict] = {}
@@ -84,7 +86,8 @@ class Model:
     # -- names --------------------------------------------------------------------------
     def _new_name(self, name: str, kind: str):
         for table in (self.joints, self.cuts, self.distances, self.cams, self.drives,
-                      self.springs, self.joint_springs, self.loads, self.tires):
+                      self.springs, self.joint_springs, self.loads, self.tires,
+                      self.speed_controls):
             if name in table:
                 raise ModelError(f"{kind} name {name!r} is already used in model {self.name!r}")
 
@@ -516,6 +519,45 @@ class Model:
         self.loads[name] = Load(name, "force", body, point,
                                 list(as_vec3(direction, f"{where} direction")),
                                 _function(function, where))
+        return name
+
+    def speed_control(self, name: str, body: str, point, heading, speed, wheels, gain,
+                      torque_max) -> str:
+        """A stateless speed controller (vehicle kit): the drive torque
+
+            T = torque_max tanh(gain (v_set(t) - v) / torque_max)
+
+        with ``v`` the velocity of ``point`` of ``body`` (e.g. the chassis centre) along its
+        vector ``heading`` (name or body-frame components) and ``v_set = speed`` a time
+        function (m/s: a number, a parameter or a table).  ``wheels``: ``(wheel, carrier,
+        axis, share)`` per driven wheel: the torque ``share T`` about the wheel's ``axis``
+        (vector name or wheel-frame components; with the axis pointing to the vehicle's
+        left a positive torque drives forward) acts on the wheel, its reaction on the
+        ``carrier`` (the upright or axle housing; ``"ground"``: none).  Proportional with a
+        smooth saturation, no integral state: the speed settles below ``v_set`` by the
+        torque the resistances need divided by ``gain`` (a stateless law: nothing is added
+        to the integrated state, and its exact derivatives enter the sweeps like any
+        force).  ``gain``, ``torque_max``, the shares and the speed's coefficients may be
+        parameters."""
+        self._new_name(name, "speed control")
+        self._body(body)
+        where = f"speed control {name!r}"
+        rows = []
+        for k, row in enumerate(wheels):
+            if len(row) != 4:
+                raise ModelError(f"{where}: wheel #{k + 1} must be (wheel, carrier, axis, "
+                                 f"share), got {row!r}")
+            wheel, carrier, axis, share = row
+            self._body(wheel)
+            self._body(carrier)
+            if not isinstance(axis, str):
+                axis = list(unit_vector(axis, f"{where} wheel #{k + 1} axis"))
+            rows.append((wheel, carrier, axis, share))
+        if not isinstance(heading, str):
+            heading = list(unit_vector(heading, f"{where} heading"))
+        self.speed_controls[name] = SpeedControl(name, body, point, heading,
+                                                 _function(speed, where + " speed"), gain,
+                                                 torque_max, tuple(rows))
         return name
 
     def torque(self, name: str, body: str, direction, function) -> str:

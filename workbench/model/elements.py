@@ -389,6 +389,22 @@ class Spring:
 
 
 @dataclass
+class SpeedControl:
+    """A stateless speed controller (vehicle kit): drive torque ``T = T_max tanh(K (v_set(t)
+    - v) / T_max)`` with ``v`` the velocity of ``point`` of ``body`` along its vector
+    ``heading``, shared over driven wheels ``(wheel, carrier, axis, share)``: ``share T``
+    about the wheel's ``axis`` on the wheel, the reaction on the carrier."""
+    name: str
+    body: str
+    point: Any
+    heading: Any
+    speed: Any            # TimeFunction of the set speed (m/s)
+    gain: Any             # K, N*m per m/s
+    torque_max: Any       # T_max, N*m
+    wheels: tuple = ()    # ((wheel, carrier, axis, share), ...)
+
+
+@dataclass
 class JointSpring:
     name: str
     joint: str

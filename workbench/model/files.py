@@ -159,6 +159,8 @@ _LIST_SECTIONS = {
     "torques": ({"name", "body", "direction", "function"}, set()),
     "tires": ({"name", "body", "center", "axis", "radius", "k"},
               {"c", "mu", "v_eps", "depth_ramp", "force_ramp", "provenance"}),
+    "speed_controls": ({"name", "body", "point", "heading", "speed", "wheels", "gain",
+                        "torque_max"}, set()),
 }
 _SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road"}
              | set(_LIST_SECTIONS))
@@ -951,6 +953,31 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
         _guard(ctx, where, model.tire, _string(ctx, t["name"], where + " name"), body,
                _point(ctx, body, t["center"], where + " center"), axis,
                provenance=_string(ctx, t.get("provenance", ""), where + " provenance"), **kw)
+
+    for i, sc in enumerate(_entries(ctx, data, "speed_controls")):
+        where = _where("speed_controls", i, sc)
+        body = _body_name(ctx, sc["body"], where + " body")
+        heading = sc["heading"]
+        if not isinstance(heading, str):
+            heading = _static_list(ctx, heading, None, where + " heading", 3)
+        if not isinstance(sc["wheels"], list) or not sc["wheels"]:
+            raise ctx.err(where, f"wheels must be a non-empty list, got {sc['wheels']!r}")
+        wheels = []
+        for j, row in enumerate(sc["wheels"]):
+            wj = f"{where} wheels[{j}]"
+            if not isinstance(row, list) or len(row) != 4:
+                raise ctx.err(wj, f"expected [wheel, carrier, axis, share], got {row!r}")
+            wheel = _body_name(ctx, row[0], wj + " wheel")
+            carrier = _body_name(ctx, row[1], wj + " carrier")
+            axis = row[2] if isinstance(row[2], str) else _static_list(ctx, row[2], None,
+                                                                        wj + " axis", 3)
+            wheels.append((wheel, carrier, axis, _field(ctx, row[3], "dimensionless",
+                                                        wj + " share")))
+        _guard(ctx, where, model.speed_control, _string(ctx, sc["name"], where + " name"),
+               body, _point(ctx, body, sc["point"], where + " point"), heading,
+               _function(ctx, sc["speed"], where + " speed"), wheels,
+               _field(ctx, sc["gain"], None, where + " gain"),
+               _field(ctx, sc["torque_max"], "torque", where + " torque_max"))
 
     if "road" in data:
         rd = data["road"]

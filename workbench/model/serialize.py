@@ -111,6 +111,12 @@ def model_to_dict(model: "Model") -> dict:
                      "depth_ramp": _out(t.depth_ramp), "force_ramp": _out(t.force_ramp),
                      "provenance": t.provenance})
         for t in model.tires.values()]
+    if model.speed_controls:
+        doc["speed_controls"] = [
+            {"name": s.name, "body": s.body, "point": _out(s.point), "heading": _out(s.heading),
+             "speed": _out(s.speed.to_spec()), "wheels": [_out(list(w)) for w in s.wheels],
+             "gain": _out(s.gain), "torque_max": _out(s.torque_max)}
+            for s in model.speed_controls.values()]
     if model.road_spec is not None:
         doc["road"] = {"z0": _out(model.road_spec.z0), "steps": _out(model.road_spec.steps)}
         if model.road_spec.provenance:
