@@ -17,7 +17,9 @@ import numpy as np
 from workbench.compiled.dof import choose_dof, resolve_dof
 from workbench.errors import ModelError, UnitError, UnknownNameError
 from workbench.forces import spring_laws as SL
+from workbench.forces.magic_formula import COEFFICIENT_NAMES
 from workbench.forces.tire import TY_NPAR
+from workbench.forces.tire_mf import LAW_MF, LAW_NAMES, TP_MF, coefficient_dimension
 from workbench.kernels import layout as AR
 from workbench.model.elements import (COORD_SUFFIX, GROUND, TimeFunction, perpendiculars,
                                       unit_vector)
@@ -733,7 +735,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         conservative = False
 
     # ---- tire-ground contacts and road (the fields of each are consecutive in p)
-    ty_pt, ty_vc, ty_par = [], [], []
+    ty_pt, ty_vc, ty_par, ty_law = [], [], [], []
     tire_dims = ("length", "stiffness", "damping", "dimensionless", "velocity", "length",
                  "force")
     tire_keys = ("radius", "k", "c", "mu", "v_eps", "depth_ramp", "force_ramp")
@@ -748,7 +750,15 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         first = B.add_field(lins[0], f"{w} radius")
         for key, lv in zip(tire_keys[1:], lins[1:]):
             B.add_field(lv, f"{w} {key}")
+        law = LAW_NAMES.index(ty.law)
+        if law == LAW_MF:
+            # the Magic Formula coefficients follow (TP_MF): the .tir value or the override
+            for j, nm in enumerate(COEFFICIENT_NAMES):
+                spec = ty.coefficients.get(nm, ty.mf_base[j])
+                B.add_field(B.named_lin(spec, coefficient_dimension(nm), f"{w} {nm}"),
+                            f"{w} {nm}")
         ty_par.append(first)
+        ty_law.append(law)
         conservative = False
     assert len(tire_keys) == TY_NPAR
     rd_fld = [0, 0]
@@ -791,6 +801,13 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
             if vals[key] < 0:
                 raise ModelError(f"tire {ty.name!r}: {key} must not be negative, "
                                  f"got {vals[key]}")
+        if ty_law[ti] == LAW_MF:
+            o = ty_par[ti] + TP_MF
+            mf = dict(zip(COEFFICIENT_NAMES, p[o:o + len(COEFFICIENT_NAMES)]))
+            for key in ("FNOMIN", "UNLOADED_RADIUS", "LFZO"):
+                if not mf[key] > 0:
+                    raise ModelError(f"tire {ty.name!r}: Magic Formula coefficient {key} must "
+                                     f"be positive, got {mf[key]}")
     if model.road_spec is not None:
         for i in range(len(model.road_spec.steps)):
             L = p[rd_fld[0] + 3 + 3 * i]
@@ -834,7 +851,8 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         js_coord=i64(js_coord), js_k=i64(js_k), js_c=i64(js_c), js_z0=i64(js_z0),
         af_type=i64(af_type), af_idx=i64(af_idx), af_dfld=i64(af_dfld),
         af_tf=i64(af_tf), tf_kind=tf_kind, tf_fld=i64(B.tf_fld), tf_n=i64(B.tf_n),
-        ty_pt=i64(ty_pt), ty_vc=i64(ty_vc), ty_par=i64(ty_par), rd_fld=i64(rd_fld),
+        ty_pt=i64(ty_pt), ty_vc=i64(ty_vc), ty_par=i64(ty_par), ty_law=i64(ty_law),
+        rd_fld=i64(rd_fld),
         sc_pt=i64(sc_pt), sc_vc=i64(sc_vc), sc_tf=i64(sc_tf), sc_fld=i64(sc_fld),
         sw_sc=i64(sw_sc), sw_body=i64(sw_body), sw_carrier=i64(sw_carrier),
         sw_vc=i64(sw_vc), sw_fld=i64(sw_fld),

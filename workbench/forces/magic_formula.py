@@ -3,8 +3,9 @@ kernels of flat float arrays, with exact forward-mode tangents.
 
 Like :mod:`workbench.forces.tire` these functions know nothing about the model: they map the
 normal load and the slips to the contact forces, so that a tire element and the sensitivity
-layer can chain their exact derivatives.  Nothing in the model uses them yet (the wiring into
-the tire element is a later step, docs/magic-formula.md "What is missing").
+layer can chain their exact derivatives.  The model's tire element uses them with
+``law="magic-formula"`` (:mod:`workbench.forces.tire_mf`; docs/magic-formula.md "Using it in
+a vehicle model").
 
 Version and equations
 ---------------------

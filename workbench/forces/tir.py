@@ -204,6 +204,31 @@ def read_tir(path, check_version: bool = True) -> TirData:
                      check_version=check_version)
 
 
+#: the directory of the coefficient sets shipped with the workbench
+DATA_DIR = Path(__file__).resolve().parent / "data"
 #: the coefficient set shipped with the workbench (Pacejka 2006, Table A3.1, 205/60R15;
 #: provenance in the file header and docs/magic-formula.md)
-EXAMPLE_TIR = Path(__file__).resolve().parent / "data" / "mf52_205_60R15.tir"
+EXAMPLE_TIR = DATA_DIR / "mf52_205_60R15.tir"
+
+
+def shipped_tir_names() -> tuple[str, ...]:
+    """Names of the ``.tir`` files shipped in ``workbench/forces/data`` (without ``.tir``)."""
+    return tuple(sorted(p.stem for p in DATA_DIR.glob("*.tir")))
+
+
+def resolve_tir(spec, base=None) -> Path:
+    """The ``.tir`` file of ``spec``: the name of a shipped set (:func:`shipped_tir_names`,
+    with or without ``.tir``) or a path (relative paths are taken from ``base`` when given,
+    e.g. the directory of a model file).  A missing file raises
+    :class:`~workbench.errors.ModelError` listing the shipped names."""
+    text = str(spec)
+    name = text[:-4] if text.endswith(".tir") else text
+    if "/" not in text and "\\" not in text and name in shipped_tir_names():
+        return DATA_DIR / (name + ".tir")
+    path = Path(text).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    if not path.is_file():
+        raise ModelError(f"tir {text!r}: no such file and not a shipped coefficient set "
+                         f"(shipped: {', '.join(shipped_tir_names())})")
+    return path

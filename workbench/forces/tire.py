@@ -466,26 +466,25 @@ def road_profile_dir(road, x, droad):
 
 
 @njit(cache=True)
-def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF, dP):
-    """Contact force ``F``, point ``P`` (as :func:`tire_force`) and their directional
-    derivatives ``dF``, ``dP`` along the input direction ``(dc, dvc, da, dw, dtp,
-    droad)``: the forward-mode chain rule of the formulas of the module docstring, line
-    by line the contraction ``JF . dX`` of :func:`tire_force_jacobian` (which it equals to
-    round-off; tested, and against complex-step differences of :func:`tire_force`).
+def contact_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, P, dP):
+    """Contact kinematics and normal force shared by the tire laws, with their directional
+    derivatives along ``(dc, dvc, da, dw, dtp, droad)`` (steps 1-3 and the first line of
+    step 4 of the module docstring; only the fields ``radius, k, c, depth_ramp,
+    force_ramp`` of ``tp`` are read).
 
-    Returns ``(delta, N)``.
+    Fills the contact point ``P`` and ``dP`` and returns ``(delta, N, dN, n0, n2, dn0,
+    dn2, vp0, vp1, vp2, dvp0, dvp1, dvp2)``: penetration, normal force, road normal
+    ``n = (n0, 0, n2)`` and the velocity ``v_P = vc + w x (P - c)`` of the wheel's
+    material point at ``P``, each with its tangent.  Out of contact (``delta <= 0``, or
+    ``-inf`` for a disc lying flat) every other value is 0.
     """
     R = tp[TP_R]
     k = tp[TP_K]
     cn = tp[TP_C]
-    mu = tp[TP_MU]
-    ve = tp[TP_VEPS]
     dramp = tp[TP_DRAMP]
     nramp = tp[TP_NRAMP]
     dR = dtp[TP_R]
     for i in range(3):
-        F[i] = 0.0
-        dF[i] = 0.0
         P[i] = c[i]
         dP[i] = dc[i]
     # ---- lowest point P = c + R d, d = -g/|g|, g = e_z - a_z a
@@ -499,7 +498,7 @@ def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF,
     dg2 = -a[2] * dsa - sa * da[2]
     gn = np.sqrt(g0 * g0 + g1 * g1 + g2 * g2)
     if gn < 1e-12:
-        return -np.inf, 0.0
+        return (-np.inf, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     gh0 = g0 / gn
     gh1 = g1 / gn
     gh2 = g2 / gn
@@ -533,7 +532,7 @@ def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF,
     dn2 = -dq / (q * q)
     delta = (h - P[2]) / q
     if delta <= 0.0:
-        return delta, 0.0
+        return (delta, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     ddelta = (dh - dP[2]) / q - delta * dq / q
     # ---- rate of penetration (a_dot = w x a)
     ad0 = w[1] * a[2] - w[2] * a[1]
@@ -580,7 +579,7 @@ def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF,
            + dtp[TP_C] * H * deltad)
     N, N_x, N_x0 = _pos(Nr, nramp)
     dN = N_x * dNr + N_x0 * dtp[TP_NRAMP]
-    # ---- slip velocity of the material point at P and friction
+    # ---- velocity of the wheel's material point at P
     wd0 = w[1] * d2 - w[2] * d1
     wd1 = w[2] * d0 - w[0] * d2
     wd2 = w[0] * d1 - w[1] * d0
@@ -593,6 +592,29 @@ def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF,
     dvp0 = dvc[0] + R * dwd0 + dR * wd0
     dvp1 = dvc[1] + R * dwd1 + dR * wd1
     dvp2 = dvc[2] + R * dwd2 + dR * wd2
+    return delta, N, dN, n0, n2, dn0, dn2, vp0, vp1, vp2, dvp0, dvp1, dvp2
+
+
+@njit(cache=True)
+def tire_force_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F, P, dF, dP):
+    """Contact force ``F``, point ``P`` (as :func:`tire_force`) and their directional
+    derivatives ``dF``, ``dP`` along the input direction ``(dc, dvc, da, dw, dtp,
+    droad)``: the forward-mode chain rule of the formulas of the module docstring, line
+    by line the contraction ``JF . dX`` of :func:`tire_force_jacobian` (which it equals to
+    round-off; tested, and against complex-step differences of :func:`tire_force`).
+
+    Returns ``(delta, N)``.
+    """
+    mu = tp[TP_MU]
+    ve = tp[TP_VEPS]
+    for i in range(3):
+        F[i] = 0.0
+        dF[i] = 0.0
+    (delta, N, dN, n0, n2, dn0, dn2, vp0, vp1, vp2, dvp0, dvp1,
+     dvp2) = contact_dir(c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, P, dP)
+    if not delta > 0.0:
+        return delta, 0.0
+    # ---- slip velocity of the material point at P and friction
     vn = vp0 * n0 + vp2 * n2
     dvn = vp0 * dn0 + vp2 * dn2 + n0 * dvp0 + n2 * dvp2
     vt0 = vp0 - vn * n0

@@ -84,8 +84,9 @@ ModelArraysTuple = namedtuple(
         "tf_kind", "tf_fld", "tf_n",
         # tire-ground contacts (workbench/workbench.forces.tire.py): wheel-centre point, spin-axis
         # vector,
-        # first of the TY_NPAR consecutive parameter fields in p
-        "ty_pt", "ty_vc", "ty_par",
+        # first of the tire_npar(law) consecutive parameter fields in p, law
+        # (workbench.forces.tire_mf.LAW_*)
+        "ty_pt", "ty_vc", "ty_par", "ty_law",
         # road: (first field, number of fields) of the road array in p (length 0: flat z=0)
         "rd_fld",
         # speed controllers: measured point, heading vector, set-speed time function, first

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from workbench.forces import spring_laws as SL
-from workbench.forces import tire as TY
+from workbench.forces import tire_mf as TL
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
@@ -42,6 +42,7 @@ from workbench.kernels.scalar import cam_profile_cs
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S1x6x3 = AR.scratch(1, 6, 3)
+_S2x3 = AR.scratch(2, 3)
 _S2x6x3 = AR.scratch(2, 6, 3)
 _S3 = AR.scratch(3)
 _S3x3 = AR.scratch(3, 3)
@@ -970,8 +971,9 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
     velocity (:func:`point_kinematics_t`), of the global spin axis (``de = th x e``,
     :func:`vector_kinematics_t`), of the wheel's angular velocity (``dZ[f, 3:6]``) and of
     the tire and road fields (``dp``) are pushed through
-    :func:`workbench.forces.tire.tire_force_dir`; the force ``F`` acts at the moving contact
-    point ``P``, so the moment tangent is ``dP x F + P x dF``.
+    :func:`workbench.forces.tire_mf.element_force_dir`; the force ``F`` acts at the moving
+    contact point ``P``, so the moment tangent is ``dP x F + P x dF``, plus the tangent
+    ``dM`` of the aligning moment of the Magic Formula law (a pure torque).
     """
     road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
     droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
@@ -982,6 +984,8 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
     e, de = Bk[1, 0], Bk[1, 3]
     _b3 = _S4x3()
     F, P, dF, dP = _b3[0], _b3[1], _b3[2], _b3[3]
+    _m3 = _S2x3()
+    M, dM = _m3[0], _m3[1]
     for s in range(ma.ty_pt.shape[0]):
         k1 = ma.ty_pt[s]
         b = ma.pt_body[k1]
@@ -989,9 +993,13 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
         vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
         o = ma.ty_par[s]
-        TY.tire_force_dir(c, vc, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road, dc, dvc, de,
-                          dZ[f, 3:6], dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        law = ma.ty_law[s]
+        o1 = o + TL.tire_npar(law)
+        TL.element_force_dir(law, c, vc, e, Z[f, 3:6], p[o:o1], road, dc, dvc, de, dZ[f, 3:6],
+                             dp[o:o1], droad, F, P, M, dF, dP, dM)
         _add_point_force_t(dfb, dnb, b, P, F, dP, dF)
+        for i in range(3):
+            dnb[b, i] += dM[i]
 
 
 # ----------------------------------------------------------------------------------------

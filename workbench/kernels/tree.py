@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from workbench.forces import spring_laws as SL
-from workbench.forces.tire import TY_NPAR, tire_force
+from workbench.forces.tire_mf import element_force, tire_npar
 from workbench.kernels import layout as AR
 from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
                                       DOF_COORD, PRISMATIC, REVOLUTE, TF_CONST, TF_POLY, TF_SINE,
@@ -915,8 +915,9 @@ def zero_length_spring(ma, p, A, r):
 def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     """External loads: per body the resultant force ``fb`` and moment about the global
     origin ``nb_``; joint spring-dampers as generalised forces ``Qj``; tire-ground
-    contact forces (:func:`workbench.forces.tire.tire_force`, applied at the contact point of
-    the wheel body; needs the frame velocities ``Z``).
+    contact forces (:func:`workbench.forces.tire_mf.element_force`: the force at the contact
+    point of the wheel body and, for the Magic Formula law, the aligning moment; needs the
+    frame velocities ``Z``).
 
     Returns the potential energy of gravity and springs (used for energy checks; tires
     make a model non-conservative and add nothing).
@@ -1015,14 +1016,19 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
         e = _b3[9]
+        Mv = _S3()
         for s in range(ma.ty_pt.shape[0]):
             k1 = ma.ty_pt[s]
             b = ma.pt_body[k1]
             point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
             vector_global(ma, A, ma.ty_vc[s], e)
             o = ma.ty_par[s]
-            tire_force(x1, v1, e, Z[ma.b_frame[b], 3:6], p[o:o + TY_NPAR], road, Fv, x2)
+            law = ma.ty_law[s]
+            element_force(law, x1, v1, e, Z[ma.b_frame[b], 3:6], p[o:o + tire_npar(law)], road,
+                          Fv, x2, Mv)
             _add_point_force(ma, fb, nb_, b, x2, Fv)
+            for i in range(3):
+                nb_[b, i] += Mv[i]
     return V
 
 

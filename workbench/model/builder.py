@@ -10,12 +10,15 @@ import numpy as np
 
 from workbench.compiled.build import compile_model
 from workbench.errors import ModelError, UnknownNameError
+from workbench.forces.magic_formula import (COEFFICIENT_NAMES, DEFAULT_V_EPS, SCALING_NAMES,
+                                            coefficient_index)
+from workbench.forces.tir import read_tir, resolve_tir
+from workbench.forces.tire_mf import LAW_NAMES
 from workbench.kernels.scalar import cam_profile
 from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
                                       Body, CamRelation, CutJoint, Distance, Drive, Joint,
                                       JointSpring, Load, Parameter, Road, SpeedControl, Spring,
-                                      TimeFunction,
-                                      Tire, as_vec3, numeric_value, unit_vector)
+                                      TimeFunction, Tire, as_vec3, numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
 
@@ -41,6 +44,44 @@ def _options(table, where: str, required: set, optional: set):
                          + (f", may have {sorted(optional)}" if optional else "")
                          + f"; got {sorted(keys)}")
     return dict(table)
+def _tire_law(name: str, law, tir, coefficients, radius, v_eps):
+    """Checked law data of tire ``name``: ``(law, tir, mf_base, coefficients, radius,
+    v_eps)`` (the Magic Formula coefficients of the ``.tir`` file read now, so that a bad
+    file or name is reported by the call that gives it)."""
+    where = f"tire {name!r}"
+    if law not in LAW_NAMES:
+        raise ModelError(f"{where}: unknown law {law!r} (known: {', '.join(LAW_NAMES)})")
+    if law == "disc":
+        if tir is not None or coefficients:
+            raise ModelError(f"{where}: tir and coefficients need law='magic-formula'")
+        if radius is None:
+            raise ModelError(f"{where}: radius is required")
+        return law, None, None, {}, radius, 0.1 if v_eps is None else v_eps
+    if coefficients is None:
+        coefficients = {}
+    if not isinstance(coefficients, dict):
+        raise ModelError(f"{where}: coefficients must be a mapping NAME -> value, got "
+                         f"{coefficients!r}")
+    index = coefficient_index()
+    values = {}
+    for key, spec in coefficients.items():
+        if not isinstance(key, str) or key.upper() not in index:
+            exc = UnknownNameError("Magic Formula coefficient", key, COEFFICIENT_NAMES)
+            exc.args = (f"{where}: {exc.args[0]}",) + tuple(exc.args[1:])
+            raise exc
+        values[key.upper()] = spec
+    if tir is None:
+        base = [1.0 if nm in SCALING_NAMES else 0.0 for nm in COEFFICIENT_NAMES]
+    else:
+        try:
+            base = [float(v) for v in read_tir(resolve_tir(tir)).array]
+        except ModelError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+    if radius is None:
+        radius = base[index["UNLOADED_RADIUS"]]
+    return (law, None if tir is None else str(tir), tuple(base), values, radius,
+            DEFAULT_V_EPS if v_eps is None else v_eps)
+
 
 class Model:
     """Builder of a multibody model in relative (joint) coordinates.
@@ -572,7 +613,8 @@ class Model:
         return name
 
     def tire(self, name: str, body: str, center, axis, radius, k, c=0.0, mu=0.8,
-             v_eps=0.1, depth_ramp=1e-3, force_ramp=10.0, provenance: str = "") -> str:
+             v_eps=None, depth_ramp=1e-3, force_ramp=10.0, provenance: str = "",
+             law: str = "disc", tir=None, coefficients=None) -> str:
         """Tire-ground contact of the wheel ``body``: a rigid disc of ``radius`` centred at
         the point ``center`` (name or body-frame coordinates) with the spin axis ``axis``
         (vector name or body-frame components) against the road (:meth:`road`).
@@ -583,6 +625,17 @@ class Model:
         ``-mu N v_t / sqrt(|v_t|^2 + v_eps^2)`` from the slip velocity ``v_t`` of the
         contact point (regularised Coulomb).  The law and its analytic Jacobian are in
         :mod:`workbench.forces.tire`.  Every numeric argument may be bound to a parameter.
+        ``v_eps`` defaults to 0.1 m/s.
+
+        ``law="magic-formula"`` replaces the friction law by the steady-state Magic Formula
+        5.2 (:mod:`workbench.forces.tire_mf`; docs/magic-formula.md): same contact point and
+        normal force, tangential force and aligning moment from the coefficients of the
+        ``.tir`` file ``tir`` (a shipped name such as ``"mf52_205_60R15"``, or a path) with the
+        overrides ``coefficients = {NAME: field}`` (each a number or a parameter binding,
+        like the other fields, so any coefficient can be a design parameter).  ``v_eps`` is
+        then the slip regularisation speed (default 0.5 m/s), ``mu`` is not used, and
+        ``radius=None`` takes the file's ``UNLOADED_RADIUS``; ``axis`` must point to the left
+        of the direction of travel (ISO-W).
         """
         self._new_name(name, "tire")
         self._body(body)
@@ -600,8 +653,10 @@ class Model:
                                        self.bodies[body].vectors)
         else:
             axis = list(unit_vector(axis, f"tire {name} axis"))
+        law, tir, mf_base, coefficients, radius, v_eps = _tire_law(name, law, tir, coefficients,
+                                                                   radius, v_eps)
         self.tires[name] = Tire(name, body, center, axis, radius, k, c, mu, v_eps, depth_ramp,
-                                force_ramp, provenance)
+                                force_ramp, provenance, law, tir, mf_base, coefficients)
         return name
 
     def road(self, z0=0.0, steps=(), provenance: str = "") -> None:

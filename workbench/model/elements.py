@@ -430,6 +430,14 @@ class Tire:
     depth_ramp: Any
     force_ramp: Any
     provenance: str = ""
+    #: tire law: "disc" or "magic-formula" (workbench.forces.tire_mf)
+    law: str = "disc"
+    #: Magic Formula: the .tir given (shipped name or path), its coefficient values (in the
+    #: order of workbench.forces.magic_formula.COEFFICIENT_NAMES) and the overrides
+    #: ``{NAME: field}`` (numbers or parameter bindings)
+    tir: Any = None
+    mf_base: Any = None
+    coefficients: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -59,7 +59,10 @@ optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air sprin
 ``[[torques]]``  -> ``Model.torque(...)``: ``name, body, direction, function``.
 ``[[tires]]``  -> ``Model.tire(...)``: ``name, body, center`` (point name or coordinates),
     ``axis`` (vector name of the body or three components), ``radius, k`` and optional
-    ``c, mu, v_eps, depth_ramp, force_ramp, provenance`` (all parametric).
+    ``c, mu, v_eps, depth_ramp, force_ramp, provenance`` (all parametric), and the law:
+    ``law`` (``"disc"``, the default, or ``"magic-formula"``), ``tir`` (a shipped coefficient
+    set such as ``"mf52_205_60R15"`` or a path, relative to the model file) and
+    ``coefficients = {PDX1 = 1.1, PKY1 = "cornering", ...}`` (parametric overrides).
 ``[road]``  -> ``Model.road(...)``: ``z0`` (default 0), ``steps = [{x = .., height = ..,
     length = ..}, ...]`` (parametric; quintic steps centred at ``x``), ``provenance``.
     Without it the road is flat, ``z = 0``.
@@ -124,6 +127,8 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.errors import ModelError, UnitError, UnknownNameError
+from workbench.forces.tir import shipped_tir_names
+from workbench.forces.tire_mf import coefficient_dimension
 from workbench.model.builder import Model
 from workbench.model.elements import COORD_SUFFIX, GROUND, TimeFunction
 from workbench.model.units import UNITS, dimension_of, to_si
@@ -158,7 +163,8 @@ _LIST_SECTIONS = {
     "forces": ({"name", "body", "point", "direction", "function"}, set()),
     "torques": ({"name", "body", "direction", "function"}, set()),
     "tires": ({"name", "body", "center", "axis", "radius", "k"},
-              {"c", "mu", "v_eps", "depth_ramp", "force_ramp", "provenance"}),
+              {"c", "mu", "v_eps", "depth_ramp", "force_ramp", "provenance", "law", "tir",
+               "coefficients"}),
     "speed_controls": ({"name", "body", "point", "heading", "speed", "wheels", "gain",
                         "torque_max"}, set()),
 }
@@ -950,6 +956,24 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
             axis = _static_list(ctx, axis, None, where + " axis", 3)
         kw = {key: _field(ctx, t[key], dim, f"{where} {key}")
               for key, dim in _TIRE_FIELDS if key in t}
+        if "law" in t:
+            kw["law"] = _string(ctx, t["law"], where + " law")
+        if "tir" in t:
+            tir = _string(ctx, t["tir"], where + " tir")
+            # a relative path is read from the model file's directory
+            here = Path(ctx.source).parent
+            if tir not in shipped_tir_names() and (here / tir).is_file():
+                tir = str(here / tir)
+            kw["tir"] = tir
+        if "coefficients" in t:
+            coefs = t["coefficients"]
+            if not isinstance(coefs, dict):
+                raise ctx.err(where + " coefficients", f"expected a table NAME = value, got "
+                              f"{coefs!r}")
+            kw["coefficients"] = {
+                name: _field(ctx, v, coefficient_dimension(str(name)),
+                             f"{where} coefficients.{name}")
+                for name, v in coefs.items()}
         _guard(ctx, where, model.tire, _string(ctx, t["name"], where + " name"), body,
                _point(ctx, body, t["center"], where + " center"), axis,
                provenance=_string(ctx, t.get("provenance", ""), where + " provenance"), **kw)

@@ -109,7 +109,9 @@ def model_to_dict(model: "Model") -> dict:
                      "axis": _out(t.axis), "radius": _out(t.radius), "k": _out(t.k),
                      "c": _out(t.c), "mu": _out(t.mu), "v_eps": _out(t.v_eps),
                      "depth_ramp": _out(t.depth_ramp), "force_ramp": _out(t.force_ramp),
-                     "provenance": t.provenance})
+                     "provenance": t.provenance,
+                     "law": None if t.law == "disc" else t.law, "tir": t.tir,
+                     "coefficients": _out(t.coefficients)})
         for t in model.tires.values()]
     if model.speed_controls:
         doc["speed_controls"] = [

@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from workbench.forces import spring_laws as SL
-from workbench.forces import tire as TY
+from workbench.forces import tire_mf as TL
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import AF_FORCE
@@ -1061,10 +1061,25 @@ def point_force_add(ga, b, q, P, F, Q):
 
 
 @njit(cache=True)
+def torque_add(ga, b, q, M, Q):
+    """``Q += d(M . omega(w))/dw`` for a torque ``M`` on body ``b`` (spatial): with
+    ``omega = 1/2 sum_k e_k x e_k_dot``, ``Q_ek += 1/2 M x e_k`` (``e_k`` read from ``q``;
+    bilinear in ``q`` and ``M``, so its tangent is two calls)."""
+    s0 = b * ga.nqb
+    D = ga.D
+    for k in range(D):
+        e0 = s0 + (1 + k) * D
+        Q[e0] += 0.5 * (M[1] * q[e0 + 2] - M[2] * q[e0 + 1])
+        Q[e0 + 1] += 0.5 * (M[2] * q[e0] - M[0] * q[e0 + 2])
+        Q[e0 + 2] += 0.5 * (M[0] * q[e0 + 1] - M[1] * q[e0])
+
+
+@njit(cache=True)
 def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
     """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
-    tangents pushed through :func:`workbench.forces.tire.tire_force_dir`, then the chain rule of
-    :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)."""
+    tangents pushed through :func:`workbench.forces.tire_mf.element_force_dir`, then the chain
+    rule of :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)
+    and of :func:`torque_add` for the aligning moment of the Magic Formula law."""
     if ma.ty_pt.shape[0] == 0:
         return
     D = ga.D
@@ -1073,17 +1088,24 @@ def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
     r1 = r0 + ma.rd_fld[1]
     road = p[r0:r1]
     droad = dp[r0:r1]
-    v = np.zeros((13, 3))
+    v = np.zeros((15, 3))
     c, vc, e, om, dc, dvc, de, dom, F, P, dF, dP, tmp = (v[0], v[1], v[2], v[3], v[4], v[5],
                                                         v[6], v[7], v[8], v[9], v[10],
                                                         v[11], v[12])
+    M, dM = v[13], v[14]
     for s in range(ma.ty_pt.shape[0]):
         b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
         tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
         o = ma.ty_par[s]
-        TY.tire_force_dir(c, vc, e, om, p[o:o + TY.TY_NPAR], road, dc, dvc, de, dom,
-                          dp[o:o + TY.TY_NPAR], droad, F, P, dF, dP)
+        law = ma.ty_law[s]
+        o1 = o + TL.tire_npar(law)
+        TL.element_force_dir(law, c, vc, e, om, p[o:o1], road, dc, dvc, de, dom, dp[o:o1],
+                             droad, F, P, M, dF, dP, dM)
         point_force_add(ga, b, q, P, dF, dQ)
+        if law == TL.LAW_MF:
+            # aligning moment: Q_ek = 1/2 M x e_k, tangent 1/2 (dM x e_k + M x de_k)
+            torque_add(ga, b, q, dM, dQ)
+            torque_add(ga, b, dq, M, dQ)
         # d x_k = (dP - dr) . e_k + (P - r) . de_k
         s0 = b * nqb
         for k in range(D):
@@ -1179,12 +1201,16 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
                     Q[e0 + 2] += 0.5 * f * (d0 * q[e0 + 1] - d1 * q[e0])
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-        v = np.zeros((6, 3))
+        v = np.zeros((7, 3))
         for s in range(ma.ty_pt.shape[0]):
             b = tire_inputs(ga, ma, p, s, q, qd, v[0], v[1], v[2], v[3])
             o = ma.ty_par[s]
-            TY.tire_force(v[0], v[1], v[2], v[3], p[o:o + TY.TY_NPAR], road, v[4], v[5])
+            law = ma.ty_law[s]
+            TL.element_force(law, v[0], v[1], v[2], v[3], p[o:o + TL.tire_npar(law)], road,
+                             v[4], v[5], v[6])
             point_force_add(ga, b, q, v[5], v[4], Q)
+            if law == TL.LAW_MF:
+                torque_add(ga, b, q, v[6], Q)
     return V
 
 

@@ -21,6 +21,7 @@ from numba import njit
 
 from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
+from workbench.forces import tire_mf as TL
 # the reference-point codes of this family, read by the kernels and as MR.FORM_COM, ...
 from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
@@ -430,7 +431,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     contact point; ``K -= J_m^T (dF/dc J_c + dF/da J_a)`` and ``C -= J_m^T (dF/dvc J_c +
     dF/dw J_w)`` (``c``: wheel centre, ``a``: spin axis, ``w``: angular velocity).  The
     convective terms ``dF/dvc dvc/dz``, ``dF/dw dw/dz`` and the change of ``J_m`` are
-    omitted (like the geometric stiffness of the other elements)."""
+    omitted (like the geometric stiffness of the other elements), and so is the aligning
+    moment of the Magic Formula law (:func:`workbench.forces.tire_mf.element_state_jacobian`)."""
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     Kd[:, :] = 0.0
     Cd[:, :] = 0.0
@@ -497,8 +499,10 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
             K.point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
             K.vector_global(ma, A, ma.ty_vc[s], e)
             o = ma.ty_par[s]
-            delta, N = TY.tire_force_jacobian(x1, v1, e, Z[f, 3:6], p[o:o + TY.TY_NPAR], road,
-                                             Ft, Pt, JF, JP)
+            law = ma.ty_law[s]
+            delta, N = TL.element_state_jacobian(law, x1, v1, e, Z[f, 3:6],
+                                                 p[o:o + TL.tire_npar(law)], road, Ft, Pt, JF,
+                                                 JP)
             if not delta > 0.0:
                 continue
             K.point_jacobian(ma, p, A, r, bcol, k1, J1)
