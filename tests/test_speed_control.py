@@ -64,7 +64,7 @@ def test_torque_law_and_its_reaction_on_the_carrier():
     grows as T t / I_yy exactly), and the carrier takes the reaction: no net moment on
     the two (the carrier is guided without rotation, so only the spin moves)."""
     m = driven_wheel()
-    m.joints["lift"].q0 = 1.0                      # out of contact
+    m.joints["lift"].q0 = [1.0]                    # out of contact
     m.gravity = (0.0, 0.0, 0.0)
     res = wb.simulate(m, t_end=0.5, dt=1e-3)
     T = 60.0 * np.tanh(40.0 * 5.0 / 60.0)
