@@ -539,3 +539,24 @@ def n_four_bar(N=4, v0=1.0, gravity=9.81):
               point2="tip")
     m.dof("crank0")
     return m
+
+
+def pinned_rod(m=2.0, L=0.8, g=9.81):
+    """A uniform rod (mass ``m``, length ``L``: parameters of those names) on two massless
+    carriers (prismatic x, prismatic y) and a revolute, pinned to ground at its end by a cut
+    revolute ``pin``: one degree of freedom, and the cut's multipliers are the pivot's
+    reaction force (body2 = ground)."""
+    mod = Model("pinned-rod", gravity=(0, -g, 0), planar=True)
+    mod.parameter("m", m, "kg")
+    mod.parameter("L", L, "m")
+    mod.body("cx", mass=0.0)
+    mod.body("cy", mass=0.0)
+    mod.body("rod", mass={"param": "m"}, com=({"param": "L", "scale": 0.5}, 0, 0),
+             inertia=(0, 0, m * L * L / 12), points={"O": (0, 0, 0)})
+    mod.prismatic("sx", GROUND, "cx", axis=(1, 0, 0))
+    mod.prismatic("sy", "cx", "cy", axis=(0, 1, 0))
+    mod.revolute("pivot", "cy", "rod", axis=(0, 0, 1))
+    mod.cut("pin", "revolute", "rod", GROUND, point1="O", point2=(0, 0, 0),
+            axis1=(0, 0, 1), axis2=(0, 0, 1))
+    mod.dof("pivot")
+    return mod

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import random_tree
 
 from workbench import (GROUND, Model, ModelError, TimeFunction, UnitError, UnknownNameError,
-                       catalog, load_model, model_from_dict, model_to_dict, sensitivity,
-                       simulate)
+                       catalog, load_model, model_from_dict, model_to_dict)
 from workbench import objectives as O
+from workbench import sensitivity, simulate
 from workbench.compiled.parameters import kinematic_parameters, reverse_parameters
 from workbench.kernels import tree as K
-
-from conftest import random_tree
 
 FORMULATIONS = ["sr-com", "global"]
 

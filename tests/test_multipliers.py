@@ -10,27 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import pinned_rod
 
 import workbench as wb
 from workbench.errors import OptionError
-
-
-def pinned_rod(m=2.0, L=0.8):
-    """A uniform rod on two massless carriers (prismatic x, prismatic y) and a revolute,
-    pinned to ground at its end by a cut revolute: one degree of freedom, and the cut's
-    multipliers are the pivot's reaction force."""
-    mod = wb.Model("pinned-rod", gravity=(0, -9.81, 0), planar=True)
-    mod.body("cx", mass=0.0)
-    mod.body("cy", mass=0.0)
-    mod.body("rod", mass=m, com=(L / 2, 0, 0), inertia=(0, 0, m * L * L / 12),
-             points={"O": (0, 0, 0)})
-    mod.prismatic("sx", "ground", "cx", axis=(1, 0, 0))
-    mod.prismatic("sy", "cx", "cy", axis=(0, 1, 0))
-    mod.revolute("pivot", "cy", "rod", axis=(0, 0, 1))
-    mod.cut("pin", "revolute", "rod", "ground", point1="O", point2=(0, 0, 0),
-            axis1=(0, 0, 1), axis2=(0, 0, 1))
-    mod.dof("pivot")
-    return mod
 
 
 def test_pivot_reaction_of_a_rod_released_from_rest_is_the_hand_computation():

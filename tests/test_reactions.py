@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import pinned_rod
 
 import workbench as wb
 from workbench.errors import ModelError, OptionError, UnknownNameError
@@ -22,26 +23,6 @@ from workbench.sensitivities import measure_values
 
 G = 9.81
 
-
-def pinned_rod(m=2.0, L=0.8):
-    """A uniform rod (mass ``m``, length ``L``: parameters) on two massless carriers
-    (prismatic x, prismatic y) and a revolute, pinned to ground at its end by a cut
-    revolute ``pin``: one degree of freedom, and the cut's multipliers are the pivot's
-    reaction force (body2 = ground)."""
-    mod = wb.Model("pinned-rod", gravity=(0, -G, 0), planar=True)
-    mod.parameter("m", m, "kg")
-    mod.parameter("L", L, "m")
-    mod.body("cx", mass=0.0)
-    mod.body("cy", mass=0.0)
-    mod.body("rod", mass={"param": "m"}, com=({"param": "L", "scale": 0.5}, 0, 0),
-             inertia=(0, 0, m * L * L / 12), points={"O": (0, 0, 0)})
-    mod.prismatic("sx", "ground", "cx", axis=(1, 0, 0))
-    mod.prismatic("sy", "cx", "cy", axis=(0, 1, 0))
-    mod.revolute("pivot", "cy", "rod", axis=(0, 0, 1))
-    mod.cut("pin", "revolute", "rod", "ground", point1="O", point2=(0, 0, 0),
-            axis1=(0, 0, 1), axis2=(0, 0, 1))
-    mod.dof("pivot")
-    return mod
 
 
 @pytest.mark.parametrize("formulation", ["sr-com", "sr-origin", "global", "multipliers"])

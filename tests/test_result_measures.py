@@ -14,13 +14,13 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import random_tree, ref_body_poses
 
-from workbench import GROUND, Model, UnknownNameError, measure_values, simulate
+from workbench import GROUND, Model, UnknownNameError, measure_values
 from workbench import objectives as O
+from workbench import simulate
 from workbench.formulations.natural import build as NB
 from workbench.objectives import compile_objectives
-
-from conftest import ref_body_poses, random_tree
 
 L = 0.8
 FORMULATIONS = ("sr-com", "global")

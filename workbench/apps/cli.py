@@ -64,6 +64,8 @@ REPRODUCE_RUNS = (
     ("five-bar", {}, None, None),
     ("bricard", {}, None, None),
     ("quick-return", {}, None, None),
+    ("point-to-line", {}, None, None),
+    ("cam-follower", {}, None, None),
 )
 #: buggy reports included in ``workbench reproduce all``: the double lane change (~35 s
 #: with the global-formulation comparison); the step descent (4500 steps of 1 ms,
