@@ -107,11 +107,10 @@ def build_global(cm) -> tuple:
     nb = ma.b_frame.shape[0]
     if planar and ma.ty_pt.shape[0] > 0:
         raise ModelError("tire force elements need a spatial model (global formulation)")
-    if ma.sc_pt.shape[0] > 0:
+    if planar and ma.sc_pt.shape[0] > 0:
         names_sc = ", ".join(repr(n) for n in cm.model.speed_controls)
-        raise ModelError(f"speed control {names_sc}: the global formulation does not support "
-                         "speed controllers yet (wheel torques from a measured velocity); "
-                         "use sr-com or sr-origin")
+        raise ModelError(f"speed control {names_sc}: needs a spatial model (global "
+                         "formulation)")
     bld = _Build()
     names = []
     eye = np.eye(3)

@@ -1075,6 +1075,92 @@ def torque_add(ga, b, q, M, Q):
 
 
 @njit(cache=True)
+def speed_control_forces(ga, ma, p, t, q, qd, Q):
+    """``Q +=`` the wheel torques of the speed controllers (spatial models):
+    ``T = T_max tanh(K (v_set(t) - v_P . e) / T_max)`` (:func:`workbench.kernels.tree.
+    applied_forces`), ``share T a`` on each driven wheel through :func:`torque_add`, minus
+    on its carrier; ``v_P`` from the point operand, ``e``, ``a`` body vectors of ``q``."""
+    v = np.zeros((3, 3))
+    vp, e, a = v[0], v[1], v[2]
+    for s in range(ma.sc_pt.shape[0]):
+        k = ma.sc_pt[s]
+        op_apply(ga, ga.pt_op[k], qd, p, False, False, vp)
+        kv = ma.sc_vc[s]
+        body_vector(ga, ma.vc_body[kv], ma.vc_val[kv], q, e)
+        vel = vp[0] * e[0] + vp[1] * e[1] + vp[2] * e[2]
+        vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
+        tmax = p[ma.sc_fld[s] + 1]
+        T = tmax * np.tanh(p[ma.sc_fld[s]] * (vset - vel) / tmax)
+        for w in range(ma.sw_sc.shape[0]):
+            if ma.sw_sc[w] != s:
+                continue
+            kw = ma.sw_vc[w]
+            body_vector(ga, ma.vc_body[kw], ma.vc_val[kw], q, a)
+            sh = p[ma.sw_fld[w]] * T
+            for i in range(3):
+                a[i] *= sh
+            torque_add(ga, ma.sw_body[w], q, a, Q)
+            if ma.sw_carrier[w] >= 0:
+                for i in range(3):
+                    a[i] = -a[i]
+                torque_add(ga, ma.sw_carrier[w], q, a, Q)
+
+
+@njit(cache=True)
+def speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ):
+    """``dQ +=`` the tangent of :func:`speed_control_forces` along ``(dq, dqd, dp)``
+    (the law's tangent as in :func:`workbench.kernels.tangents.speed_control_t`; the torque
+    ``M = share T a`` enters :func:`torque_add` bilinearly: ``(dM, q) + (M, dq)``)."""
+    v = np.zeros((8, 3))
+    vp, dvp, e, de, a, da, M, tmp = v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+    for s in range(ma.sc_pt.shape[0]):
+        k = ma.sc_pt[s]
+        o = ga.pt_op[k]
+        op_apply(ga, o, qd, p, False, False, vp)
+        op_apply(ga, o, dqd, p, False, False, dvp)
+        op_apply(ga, o, qd, dp, True, False, tmp)
+        for i in range(3):
+            dvp[i] += tmp[i]
+        kv = ma.sc_vc[s]
+        body_vector(ga, ma.vc_body[kv], ma.vc_val[kv], q, e)
+        body_vector(ga, ma.vc_body[kv], ma.vc_val[kv], dq, de)
+        vel = 0.0
+        dvel = 0.0
+        for i in range(3):
+            vel += vp[i] * e[i]
+            dvel += dvp[i] * e[i] + vp[i] * de[i]
+        vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
+        dvset = K.time_function_t(ma, p, dp, ma.sc_tf[s], t)[0]
+        f = ma.sc_fld[s]
+        gain, tmax, dgain, dtmax = p[f], p[f + 1], dp[f], dp[f + 1]
+        eps = vset - vel
+        u = gain * eps / tmax
+        tu = np.tanh(u)
+        T = tmax * tu
+        du = (dgain * eps + gain * (dvset - dvel)) / tmax - gain * eps * dtmax / (tmax * tmax)
+        dT = dtmax * tu + tmax * (1.0 - tu * tu) * du
+        for w in range(ma.sw_sc.shape[0]):
+            if ma.sw_sc[w] != s:
+                continue
+            kw = ma.sw_vc[w]
+            body_vector(ga, ma.vc_body[kw], ma.vc_val[kw], q, a)
+            body_vector(ga, ma.vc_body[kw], ma.vc_val[kw], dq, da)
+            sh = p[ma.sw_fld[w]]
+            c1 = dp[ma.sw_fld[w]] * T + sh * dT
+            for side in range(2):
+                b = ma.sw_body[w] if side == 0 else ma.sw_carrier[w]
+                if b < 0:
+                    continue
+                sg = 1.0 if side == 0 else -1.0
+                for i in range(3):
+                    M[i] = sg * (c1 * a[i] + sh * T * da[i])
+                torque_add(ga, b, q, M, dQ)
+                for i in range(3):
+                    M[i] = sg * sh * T * a[i]
+                torque_add(ga, b, dq, M, dQ)
+
+
+@njit(cache=True)
 def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
     """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
     tangents pushed through :func:`workbench.forces.tire_mf.element_force_dir`, then the chain
@@ -1211,6 +1297,8 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
             point_force_add(ga, b, q, v[5], v[4], Q)
             if law == TL.LAW_MF:
                 torque_add(ga, b, q, v[6], Q)
+    if ma.sc_pt.shape[0] > 0:
+        speed_control_forces(ga, ma, p, t, q, qd, Q)
     return V
 
 
@@ -1331,6 +1419,8 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
                     dQ[e0 + 2] += (0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
                                    + 0.5 * (dF[0] * q[e0 + 1] - dF[1] * q[e0]))
     tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
+    if ma.sc_pt.shape[0] > 0:
+        speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ)
 
 
 @njit(cache=True)
