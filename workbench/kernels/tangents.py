@@ -34,6 +34,7 @@ from numba import njit
 
 from workbench.forces import spring_laws as SL
 from workbench.forces import tire_mf as TL
+from workbench.forces.speed_control import drive_torque_dir
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
@@ -812,9 +813,8 @@ def _global_vector_t(ma, A, th, k, e, de):
 @njit(cache=True)
 def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf, dnb):
     """Tangent of speed controller ``s``'s wheel torques (:func:`workbench.kernels.tree.
-    applied_forces`): with ``eps = v_set - v``, ``u = K eps / T_max``, ``T = T_max tanh u``,
-    ``dT = dT_max tanh u + T_max (1 - tanh^2 u) du``, ``du = (dK eps + K deps) / T_max - K
-    eps dT_max / T_max^2``, ``deps = dv_set - (dv_P . e + v_P . de)``; each wheel adds
+    applied_forces`): ``dT`` of :func:`workbench.forces.speed_control.drive_torque_dir`
+    with ``dv = dv_P . e + v_P . de``; each wheel adds
     ``(dshare T + share dT) a + share T da`` to its moment (minus to its carrier's).
     ``Bp``, ``buf``: work buffers (2 x 6 x 3, >= 4 x 3)."""
     point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.sc_pt[s], Bp, 0)
@@ -828,15 +828,7 @@ def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf,
         dvel += Bp[0, 4, i] * e[i] + Bp[0, 1, i] * de[i]
     vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
     dvset = K.time_function_t(ma, p, dp, ma.sc_tf[s], t)[0] if kin else 0.0
-    o = ma.sc_fld[s]
-    gain, tmax, dgain, dtmax = p[o], p[o + 1], dp[o], dp[o + 1]
-    eps = vset - vel
-    deps = dvset - dvel
-    u = gain * eps / tmax
-    tu = np.tanh(u)
-    T = tmax * tu
-    du = (dgain * eps + gain * deps) / tmax - gain * eps * dtmax / (tmax * tmax)
-    dT = dtmax * tu + tmax * (1.0 - tu * tu) * du
+    T, dT = drive_torque_dir(p, dp, ma.sc_fld[s], vset, vel, dvset, dvel)
     a = buf[2]
     da = buf[3]
     for w in range(ma.sw_sc.shape[0]):

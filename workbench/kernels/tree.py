@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from workbench.forces import spring_laws as SL
+from workbench.forces.speed_control import drive_torque
 from workbench.forces.tire_mf import element_force, tire_npar
 from workbench.kernels import layout as AR
 from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
@@ -998,9 +999,7 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
         point_kinematics(ma, p, A, r, Z, Zd, ma.sc_pt[s], x1, v1, a1)
         vector_global(ma, A, ma.sc_vc[s], Fv)
         vel = v1[0] * Fv[0] + v1[1] * Fv[1] + v1[2] * Fv[2]
-        vset = time_function(ma, p, ma.sc_tf[s], t)[0]
-        tmax = p[ma.sc_fld[s] + 1]
-        T = tmax * np.tanh(p[ma.sc_fld[s]] * (vset - vel) / tmax)
+        T = drive_torque(p, ma.sc_fld[s], time_function(ma, p, ma.sc_tf[s], t)[0], vel)
         for w in range(ma.sw_sc.shape[0]):
             if ma.sw_sc[w] != s:
                 continue

@@ -50,6 +50,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from workbench.forces import speed_control as SC
 from workbench.forces import spring_laws as SL
 from workbench.forces import tire_mf as TL
 from workbench.formulations.semirecursive import matrixr as MR
@@ -1088,9 +1089,7 @@ def speed_control_forces(ga, ma, p, t, q, qd, Q):
         kv = ma.sc_vc[s]
         body_vector(ga, ma.vc_body[kv], ma.vc_val[kv], q, e)
         vel = vp[0] * e[0] + vp[1] * e[1] + vp[2] * e[2]
-        vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
-        tmax = p[ma.sc_fld[s] + 1]
-        T = tmax * np.tanh(p[ma.sc_fld[s]] * (vset - vel) / tmax)
+        T = SC.drive_torque(p, ma.sc_fld[s], K.time_function(ma, p, ma.sc_tf[s], t)[0], vel)
         for w in range(ma.sw_sc.shape[0]):
             if ma.sw_sc[w] != s:
                 continue
@@ -1131,14 +1130,7 @@ def speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ):
             dvel += dvp[i] * e[i] + vp[i] * de[i]
         vset = K.time_function(ma, p, ma.sc_tf[s], t)[0]
         dvset = K.time_function_t(ma, p, dp, ma.sc_tf[s], t)[0]
-        f = ma.sc_fld[s]
-        gain, tmax, dgain, dtmax = p[f], p[f + 1], dp[f], dp[f + 1]
-        eps = vset - vel
-        u = gain * eps / tmax
-        tu = np.tanh(u)
-        T = tmax * tu
-        du = (dgain * eps + gain * (dvset - dvel)) / tmax - gain * eps * dtmax / (tmax * tmax)
-        dT = dtmax * tu + tmax * (1.0 - tu * tu) * du
+        T, dT = SC.drive_torque_dir(p, dp, ma.sc_fld[s], vset, vel, dvset, dvel)
         for w in range(ma.sw_sc.shape[0]):
             if ma.sw_sc[w] != s:
                 continue
