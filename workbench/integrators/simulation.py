@@ -15,6 +15,8 @@ from workbench.formulations import POS_MAXIT, POS_TOL, formulation_code
 from workbench.formulations import get as get_formulation
 from workbench.formulations.natural import partition as PT
 from workbench.formulations.natural.build import global_model
+from workbench.formulations.penalty import kernels as PK
+from workbench.formulations.penalty import sparsity as PS
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
 from workbench.integrators import trapezoidal as TZ
@@ -249,7 +251,8 @@ class SimulationResult:
 def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
              newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False,
-             progress=None, baumgarte: tuple | None = None) -> SimulationResult:
+             progress=None, baumgarte: tuple | None = None,
+             penalty: dict | None = None) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
 
@@ -277,6 +280,11 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     formulations (default :data:`BAUMGARTE_DEFAULT`); ``result.multipliers`` (N x m) then
     holds the constraint forces ``lambda`` of every row.
 
+    ``penalty = {"alpha": ..., "jacobian": ..., "reuse": ..., "projection": ...}`` sets
+    options of the penalty formulation (seed 003; defaults :data:`PENALTY_DEFAULT`);
+    ``result.penalty`` then reports them with the Jacobian's structural non-zeros, its
+    column groups and the evaluations spent.
+
     ``progress(done_rows, total_rows)``, when given, is called about every
     0.25 s during long semi-recursive runs (a progress bar; see :data:`PROGRESS`).
 
@@ -289,8 +297,8 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ------
     AssemblyError, SingularConfigurationError, NewtonConvergenceError, NonFiniteError
     """
-    if progress is not None or baumgarte is not None:
-        with run_settings(progress, baumgarte):
+    if progress is not None or baumgarte is not None or penalty is not None:
+        with run_settings(progress, baumgarte, penalty):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
                             keep_states)
     cm = as_compiled(model)
@@ -411,13 +419,16 @@ BAUMGARTE = contextvars.ContextVar("workbench_baumgarte", default=BAUMGARTE_DEFA
 
 
 @contextlib.contextmanager
-def run_settings(progress=None, baumgarte=None):
+def run_settings(progress=None, baumgarte=None, penalty=None):
     """Within the block, runs (also those inside a sensitivity computation) use these
     settings: ``progress(done_rows, total_rows)`` is called about every
     :data:`PROGRESS_POLL_S` during long runs (:data:`PROGRESS`), ``baumgarte = (alpha,
-    beta)`` stabilises the multiplier formulations (:data:`BAUMGARTE`).  None keeps the
-    current setting."""
+    beta)`` stabilises the multiplier formulations (:data:`BAUMGARTE`), ``penalty`` (a
+    dict) sets options of the penalty formulation (:data:`PENALTY_OPTIONS`).  None keeps
+    the current setting."""
     tokens = []
+    if penalty is not None:
+        tokens.append((PENALTY_OPTIONS, PENALTY_OPTIONS.set(penalty_options(penalty))))
     if baumgarte is not None:
         alpha, beta = (float(v) for v in baumgarte)
         if not (np.isfinite(alpha) and np.isfinite(beta) and alpha >= 0 and beta >= 0):
@@ -659,5 +670,115 @@ def _run_partitioned(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
     return res
 
 
+#: options of the penalty formulation (seed 003), set per run with ``simulate(...,
+#: penalty={...})`` or :func:`run_settings`:
+#:
+#: * ``alpha``: the penalty factor of eq 14 (one scalar for every constraint equation, so in
+#:   N/m for point coincidences; the constraint forces are ``alpha Phi``, the violation is
+#:   their size over ``alpha``);
+#: * ``jacobian``: how ``J = -dQ/d[z; zd]`` is evaluated: ``"nd"`` dense central
+#:   differences (the seed's ND), ``"nd-colored"`` the same by groups of structurally
+#:   orthogonal columns, ``"exact"`` forward-mode tangents along the 2n unit directions,
+#:   ``"exact-colored"`` along the group directions (compressed);
+#: * ``reuse``: ``J`` serves this many Newton iterations (the seed: 3), re-evaluated at the
+#:   first iteration of every step;
+#: * ``projection``: ``"tangent"`` the velocity and acceleration projections of eqs 24-26
+#:   with the last factorisation, ``"none"`` the trapezoidal velocities and accelerations.
+PENALTY_DEFAULT = {"alpha": 1.0e8, "jacobian": "exact-colored", "reuse": 3,
+                   "projection": "tangent"}
+PENALTY_OPTIONS = contextvars.ContextVar("workbench_penalty", default=PENALTY_DEFAULT)
+
+
+def penalty_options(options: dict | None) -> dict:
+    """The penalty options ``options`` completed with the current ones (OptionError naming
+    the bad option)."""
+    out = dict(PENALTY_OPTIONS.get())
+    for key, value in (options or {}).items():
+        if key not in PENALTY_DEFAULT:
+            raise OptionError(f"penalty option {key!r} is unknown; known: "
+                              f"{sorted(PENALTY_DEFAULT)}")
+        out[key] = value
+    alpha = out["alpha"]
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
+            or not (np.isfinite(alpha) and alpha > 0):
+        raise OptionError(f"penalty option alpha = {alpha!r}: must be a positive number")
+    out["alpha"] = float(alpha)
+    if out["jacobian"] not in PK.J_METHODS:
+        raise OptionError(f"penalty option jacobian = {out['jacobian']!r}; choose one of "
+                          f"{sorted(PK.J_METHODS)}")
+    reuse = out["reuse"]
+    if isinstance(reuse, bool) or not isinstance(reuse, (int, np.integer)) or reuse < 1:
+        raise OptionError(f"penalty option reuse = {reuse!r}: must be an integer >= 1")
+    out["reuse"] = int(reuse)
+    if out["projection"] not in ("tangent", "none"):
+        raise OptionError(f"penalty option projection = {out['projection']!r}; choose "
+                          "'tangent' or 'none'")
+    return out
+
+
+def penalty_structure(cm, jacobian: str):
+    """The structural pattern of ``J`` and the column groups of method ``jacobian``
+    (cached on the compiled model)."""
+    cache = cm.__dict__.setdefault("_penalty_structure", {})
+    colored = jacobian.endswith("-colored")
+    if colored not in cache:
+        pattern = PS.jacobian_pattern(cm.arrays, cm.n)
+        color, ncolor = PS.column_groups(pattern, colored)
+        cache[colored] = (pattern, color, ncolor)
+    return cache[colored]
+
+
+def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                 newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """The penalty loop (:func:`workbench.integrators.trapezoidal.integrate_penalty`) from
+    the consistent initial state of the Matrix-R position and velocity problems, with the
+    options of :data:`PENALTY_OPTIONS` (``result.penalty`` reports them with the Jacobian's
+    pattern, its groups and the evaluations spent)."""
+    other = [nm for nm in cm.dof_names if nm not in cm.coord_names]
+    if other:
+        raise OptionError(f"model {cm.name!r}: formulation {formulation!r} needs degrees of "
+                          f"freedom that are joint coordinates; {other} are not (natural "
+                          "coordinates of points): not supported yet")
+    opts = penalty_options(None)
+    ev = MR.evaluate_state(cm.arrays, cm.arrays.p, form, float(t0),
+                           np.ascontiguousarray(zi0, dtype=float),
+                           np.ascontiguousarray(zdi0, dtype=float),
+                           np.ascontiguousarray(z0, dtype=float), POS_TOL, POS_MAXIT)
+    raise_for_status(cm, ev.status, float(t0), ev.err, ev.bad,
+                     f"model {cm.name!r} (initial state)")
+    pattern, color, ncolor = penalty_structure(cm, opts["jacobian"])
+    n, N = cm.n, nsteps + 1
+    T, Z, ZD, ZDD = np.zeros(N), np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+    viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
+    iters = np.zeros(N, dtype=np.int64)
+    nj = np.zeros(N, dtype=np.int64)
+    nev = np.zeros(N, dtype=np.int64)
+    progress = np.zeros(1, dtype=np.int64)
+    start = _time.perf_counter()
+    st, step, t, value, bad = TZ.integrate_penalty(
+        cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, ev.z, ev.zd,
+        opts["alpha"], PK.J_METHODS[opts["jacobian"]], color, ncolor, pattern, opts["reuse"],
+        1 if opts["projection"] == "tangent" else 0, newton_tol, newton_maxit, T, Z, ZD, ZDD,
+        viol, vviol, E, iters, nj, nev, progress)
+    wall = _time.perf_counter() - start
+    ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
+                                                   else f", step {step}")
+    raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
+    cols = [cm.coordinate(nm) for nm in cm.dof_names]
+    steps = np.ones((N, 2), dtype=np.int64)
+    steps[0] = 0
+    res = SimulationResult(
+        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD, zi=Z[:, cols],
+        zdi=ZD[:, cols], zddi=ZDD[:, cols], constraint_violation=viol,
+        velocity_violation=vviol, newton_iterations=iters,
+        energy=E if cm.conservative else None, step_kind=steps, coord_names=cm.coord_names,
+        dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall, compiled=cm)
+    res.penalty = dict(opts, pattern_nonzeros=int(pattern.sum()), columns=2 * n,
+                       groups=int(ncolor), jacobian_evaluations=int(nj.sum()),
+                       tau_evaluations=int(nev.sum()), newton_iterations=int(iters.sum()))
+    return res
+
+
 FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global,
-               "multipliers": _run_multipliers, "partitioned": _run_partitioned}
+               "multipliers": _run_multipliers, "partitioned": _run_partitioned,
+               "penalty": _run_penalty}

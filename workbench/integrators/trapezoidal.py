@@ -26,6 +26,7 @@ from numba import njit
 from workbench.formulations.multipliers import kernels as MU
 from workbench.formulations.natural import kernels as G
 from workbench.formulations.natural import partition as PT
+from workbench.formulations.penalty import kernels as PK
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import layout as AR
 from workbench.kernels import linalg as LA
@@ -828,5 +829,149 @@ def integrate_multipliers(ma, p, form, t0, h, nsteps, z0, zd0, alpha, beta, newt
             return ST_NONFINITE, k, t, np.nan, -1
         _record_multipliers(k, t, z, zd, a, lam, phi, phid, E, it, T_out, Z_out, ZD_out,
                             ZDD_out, L_out, VIOL_out, VVIOL_out, E_out, IT_out)
+        progress[0] = k + 1
+    return OK, nsteps + 1, t0 + nsteps * h, 0.0, -1
+
+
+# ----------------------------------------------------------------------------------------
+# the penalty loop (seed 003 eqs 14-26)
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color, ncolor,
+                      pattern, reuse, projection, newton_tol, newton_maxit, T_out, Z_out,
+                      ZD_out, ZDD_out, VIOL_out, VVIOL_out, E_out, IT_out, NJ_out, NEV_out,
+                      progress):
+    """Fixed-step implicit trapezoidal rule on all coordinates with the loops closed by
+    penalty forces (:mod:`workbench.formulations.penalty.kernels`, seed 003 eqs 14-26).
+
+    Unknown ``a = zdd_{k+1}`` (predictor: the previous accelerations, i.e. ``z = z_k + h
+    zd_k + h^2/2 zdd_k``); Newton-Raphson on ``r = tau(z, zd, a) + Phi_z^T alpha Phi``
+    (eq 17) with the tangent ``T`` of eq 20 refactorised at every iteration and ``J = [K C]``
+    re-evaluated every ``reuse`` iterations (counted from the first iteration of each step)
+    by ``method`` (:data:`~workbench.formulations.penalty.kernels.J_METHODS`; ``color``,
+    ``ncolor``: the column groups, ``pattern`` (n x 2n): the structural non-zeros of ``J``).
+    ``projection`` 1: the velocities and accelerations are projected (eqs 24-26) with the
+    last factorisation; 0: they are the trapezoidal ones.
+
+    ``(z0, zd0)``: a consistent initial state.  Per row: violations, energy, Newton
+    iterations, Jacobian evaluations (``NJ_out``) and evaluations of ``tau`` or its tangent
+    spent on them (``NEV_out``).  Returns (status, step, time, value, bad)."""
+    n = z0.shape[0]
+    m = ma.c_type.shape[0]
+    ws = MR.make_workspace(ma, n)
+    ws2 = MR.make_workspace(ma, n)
+    tw = PK.make_tangent_workspace(ma, n)
+    exact = method == PK.J_EXACT or method == PK.J_EXACT_COLORED
+    M = np.zeros((n, n))
+    Jc = np.zeros((m, n))
+    phi = np.zeros(m)
+    bias = np.zeros(m)
+    tau = np.zeros(n)
+    tau0 = np.zeros(n)
+    Kd = np.zeros((n, n))
+    Cd = np.zeros((n, n))
+    B = np.zeros((n, max(ncolor, 1)))
+    Tm = np.zeros((n, n))
+    LU = np.zeros((n, n))
+    piv = np.zeros(n, dtype=np.int64)
+    r = np.zeros(n)
+    z = z0.copy()
+    zd = zd0.copy()
+    # consistent accelerations at t0: M a = Q - Phi_z^T alpha Phi (Phi = 0 up to rounding)
+    E = PK.dynamics_terms(ma, p, form, t0, z, zd, ws.zero_n, ws, M, Jc, phi, tau)
+    a = -tau
+    PK.penalty_residual(np.zeros(n), Jc, phi, alpha, r)
+    for i in range(n):
+        a[i] -= r[i]
+    if not LA.lu_solve_inplace(M, a.reshape((n, 1)), LU):
+        return ST_MASS, 0, t0, np.nan, -1
+    if not np.isfinite(a).all():
+        return ST_NONFINITE, 0, t0, np.nan, -1
+    K.constraints(ma, p, t0, z, zd, a, ws.A, ws.r, ws.Z, ws.Zd, 1, bias)
+    T_out[0] = t0
+    Z_out[0] = z
+    ZD_out[0] = zd
+    ZDD_out[0] = a
+    VIOL_out[0] = np.abs(phi).max() if m else 0.0
+    VVIOL_out[0] = np.abs(bias).max() if m else 0.0
+    E_out[0] = E
+    IT_out[0] = 0
+    progress[0] = 1
+    zn = z.copy()
+    zdn = zd.copy()
+    an = a.copy()
+    xs = np.zeros(n)
+    for k in range(1, nsteps + 1):
+        t = t0 + k * h
+        zn[:] = Z_out[k - 1]
+        zdn[:] = ZD_out[k - 1]
+        an[:] = ZDD_out[k - 1]
+        a[:] = an
+        converged = False
+        it = 0
+        nj = 0
+        nev = 0
+        err = np.inf
+        while it < newton_maxit:
+            trapezoidal_update(zn, zdn, an, a, h, z, zd)
+            if it % reuse == 0:
+                # J = dtau/d[z; zd] at zdd = 0 (= -dQ/d[z; zd], eq 23)
+                PK.tau_at(ma, p, form, t, z, zd, ws, tau0)
+                nev += PK.jacobian_compressed(ma, p, form, t, z, zd, exact, color, ncolor, ws,
+                                              ws2, tw, B)
+                PK.recover_jacobian(B, color, pattern, exact, z, zd, Kd, Cd)
+                nj += 1
+            PK.dynamics_terms(ma, p, form, t, z, zd, a, ws, M, Jc, phi, tau)
+            PK.penalty_residual(tau, Jc, phi, alpha, r)
+            PK.penalty_tangent(M, Kd, Cd, Jc, alpha, h, Tm)
+            if not PK.lu_factor(Tm, LU, piv):
+                return ST_MASS, k, t, np.nan, -1
+            PK.lu_solve(LU, piv, r)
+            if not np.isfinite(r).all():
+                return ST_NONFINITE, k, t, np.nan, -1
+            scale = 1.0
+            err = 0.0
+            for i in range(n):
+                a[i] -= r[i]
+                scale = max(scale, abs(a[i]))
+                err = max(err, abs(r[i]))
+            it += 1
+            if correction_converged(err, newton_tol, scale):
+                converged = True
+                break
+        if not converged:
+            return ST_NEWTON, k, t, err, -1
+        trapezoidal_update(zn, zdn, an, a, h, z, zd)
+        if projection == 1:
+            # eq 24: velocities, bias Phi_t (level 1 at zd = 0)
+            K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
+            K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+            xs[:] = zd
+            K.frame_velocities(ma, ws.zero_n, ws.bcol, ws.Z)
+            K.constraints(ma, p, t, z, ws.zero_n, ws.zero_n, ws.A, ws.r, ws.Z, ws.Zd, 1, bias)
+            PK.project(Tm, LU, piv, Jc, alpha, h, xs, bias, zd)
+            # eq 26: accelerations, bias Phi_dot_z zd + Phi_dot_t (level 2 at zdd = 0, with
+            # the projected velocities)
+            xs[:] = a
+            K.frame_velocities(ma, zd, ws.bcol, ws.Z)
+            K.frame_accelerations(ma, zd, ws.zero_n, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
+            K.constraints(ma, p, t, z, zd, ws.zero_n, ws.A, ws.r, ws.Z, ws.Zd, 2, bias)
+            PK.project(Tm, LU, piv, Jc, alpha, h, xs, bias, a)
+        E = PK.dynamics_terms(ma, p, form, t, z, zd, a, ws, M, Jc, phi, tau)
+        K.constraints(ma, p, t, z, zd, a, ws.A, ws.r, ws.Z, ws.Zd, 1, bias)
+        if not (np.isfinite(z).all() and np.isfinite(zd).all() and np.isfinite(a).all()):
+            return ST_NONFINITE, k, t, np.nan, -1
+        T_out[k] = t
+        Z_out[k] = z
+        ZD_out[k] = zd
+        ZDD_out[k] = a
+        VIOL_out[k] = np.abs(phi).max() if m else 0.0
+        VVIOL_out[k] = np.abs(bias).max() if m else 0.0
+        E_out[k] = E
+        IT_out[k] = it
+        NJ_out[k] = nj
+        NEV_out[k] = nev
         progress[0] = k + 1
     return OK, nsteps + 1, t0 + nsteps * h, 0.0, -1

@@ -567,11 +567,94 @@ def _gen_n_four_bar(ctx: _Ctx, opts: dict) -> None:
               axis1=[0.0, 0.0, 1.0], provenance=prov)
 
 
+def _gen_four_bar_grid(ctx: _Ctx, opts: dict) -> None:
+    """Multiple four-bar linkage of seed 003 (its ref. [7]): a grid of ``ny`` x ``nz``
+    quadrilaterals in the YZ plane, every joint a revolute parallel to X, the ``ny + 1``
+    top joints on the ground, ``(2 ny + 1) nz`` bars (45, 135, 225 for 1x15, 4x15, 7x15),
+    ``nz`` degrees of freedom; modelled in 3-D, so each cut revolute (5 equations) is
+    redundant in the planar loop.
+
+    Options: ``ny``, ``nz`` (ints >= 1), ``link_length``, ``link_mass``, ``link_inertia``
+    (centroidal, about the transverse axes; zero about the bar's own axis: slender bars),
+    ``initial_rate`` (rate of the first top joint ``pivot0``, rad/s).
+
+    Generated elements (``L`` = link length; node ``(i, j)`` at ``y = i L``, ``z = -j L``):
+
+    * ground points ``P0 .. P{ny}`` at ``(0, i L, 0)``;
+    * vertical bars ``v{i}_{j}`` (``i = 0..ny``, ``j = 1..nz``) from node ``(i, j-1)`` down
+      to ``(i, j)``: frame at the upper end, points ``O = (0, 0, 0)``, ``E = (0, 0, -L)``;
+      revolute joints about x: ``pivot{i}`` ground -> ``v{i}_1``, ``knee{i}_{j}``
+      ``v{i}_{j-1}.E`` -> ``v{i}_{j}``;
+    * horizontal bars ``h{i}_{j}`` (``i = 0..ny-1``, ``j = 1..nz``) from node ``(i, j)`` to
+      ``(i+1, j)``: frame at the left end, points ``O``, ``E = (0, L, 0)``; revolute joint
+      ``hinge{i}_{j}`` ``v{i}_{j}.E`` -> ``h{i}_{j}`` about x;
+    * cut revolute joints ``closure{i}_{j}``: ``h{i}_{j}.E = v{i+1}_{j}.E``, axes x.
+
+    Initial state: the undeformed square grid hanging under gravity -z, every rate zero
+    except ``pivot0`` (``initial_rate``).  Degrees of freedom: the joints of the left
+    column, ``pivot0, knee0_2, .., knee0_{nz}`` (each level of the grid shears
+    independently).
+    """
+    ints = {}
+    for key in ("ny", "nz"):
+        v = opts[key]
+        if isinstance(v, bool) or not (_is_number(v) and float(v).is_integer()) \
+                or int(v) < 1:
+            raise ctx.err(f"[generator] {key}", f"{key} must be an integer >= 1, got {v!r}")
+        ints[key] = int(v)
+    ny, nz = ints["ny"], ints["nz"]
+    m = ctx.model
+    L = _field(ctx, opts["link_length"], "length", "[generator] link_length")
+    mass = _field(ctx, opts["link_mass"], "mass", "[generator] link_mass")
+    inertia = _field(ctx, opts["link_inertia"], "inertia", "[generator] link_inertia")
+    w0 = _static(ctx, opts["initial_rate"], {"angular_velocity",
+                                              "dimensionless"}, "[generator] initial_rate")
+    prov = opts.get("provenance", "") or ""
+
+    def scaled(s):
+        if isinstance(L, str):
+            return (L, float(s))
+        if isinstance(L, tuple):
+            return (L[0], L[1] * s)
+        return L * s
+
+    x = [1.0, 0.0, 0.0]
+    for i in range(ny + 1):
+        m.point(GROUND, f"P{i}", [0.0, scaled(i), 0.0])
+    for i in range(ny + 1):
+        for j in range(1, nz + 1):
+            m.body(f"v{i}_{j}", mass, com=[0.0, 0.0, scaled(-0.5)],
+                   inertia=[inertia, inertia, 0.0],
+                   points={"O": [0.0, 0.0, 0.0], "E": [0.0, 0.0, scaled(-1.0)]},
+                   provenance=prov)
+            if j == 1:
+                m.joint(f"pivot{i}", "revolute", GROUND, f"v{i}_1", parent_point=f"P{i}",
+                        child_point="O", axis=x, q0=0.0,
+                        qd0=(w0 if i == 0 else 0.0), provenance=prov)
+            else:
+                m.joint(f"knee{i}_{j}", "revolute", f"v{i}_{j - 1}", f"v{i}_{j}",
+                        parent_point="E", child_point="O", axis=x, provenance=prov)
+    for j in range(1, nz + 1):
+        for i in range(ny):
+            m.body(f"h{i}_{j}", mass, com=[0.0, scaled(0.5), 0.0],
+                   inertia=[inertia, 0.0, inertia],
+                   points={"O": [0.0, 0.0, 0.0], "E": [0.0, scaled(1.0), 0.0]},
+                   provenance=prov)
+            m.joint(f"hinge{i}_{j}", "revolute", f"v{i}_{j}", f"h{i}_{j}", parent_point="E",
+                    child_point="O", axis=x, provenance=prov)
+            m.cut(f"closure{i}_{j}", "revolute", f"h{i}_{j}", f"v{i + 1}_{j}", point1="E",
+                  point2="E", axis1=x, provenance=prov)
+    m.dof(*(["pivot0"] + [f"knee0_{j}" for j in range(2, nz + 1)]))
+
+
 #: Registered generators: kind -> (function, {option: default}) (``None`` = required).
 GENERATORS: dict[str, tuple[Callable, dict]] = {
     "n-four-bar": (_gen_n_four_bar, {"N": 40, "link_length": None, "link_mass": None,
                                      "link_inertia": None, "initial_speed": None,
                                      "provenance": ""}),
+    "four-bar-grid": (_gen_four_bar_grid, {"ny": 1, "nz": 15, "link_length": None,
+                                           "link_mass": None, "link_inertia": None,
+                                           "initial_rate": None, "provenance": ""}),
 }
 
 
