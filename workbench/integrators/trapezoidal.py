@@ -875,7 +875,7 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
     B = np.zeros((n, max(ncolor, 1)))
     Tm = np.zeros((n, n))
     LU = np.zeros((n, n))
-    piv = np.zeros(n, dtype=np.int64)
+    piv = np.zeros(n, dtype=np.int32)
     r = np.zeros(n)
     z = z0.copy()
     zd = zd0.copy()
@@ -914,6 +914,7 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
         nj = 0
         nev = 0
         err = np.inf
+        rbest = np.inf
         while it < newton_maxit:
             trapezoidal_update(zn, zdn, an, a, h, z, zd)
             if it % reuse == 0:
@@ -925,6 +926,7 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
                 nj += 1
             PK.dynamics_terms(ma, p, form, t, z, zd, a, ws, M, Jc, phi, tau)
             PK.penalty_residual(tau, Jc, phi, alpha, r)
+            rn = maxabs(r)
             PK.penalty_tangent(M, Kd, Cd, Jc, alpha, h, Tm)
             if not PK.lu_factor(Tm, LU, piv):
                 return ST_MASS, k, t, np.nan, -1
@@ -938,9 +940,11 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
                 scale = max(scale, abs(a[i]))
                 err = max(err, abs(r[i]))
             it += 1
-            if correction_converged(err, newton_tol, scale):
+            if correction_converged(err, newton_tol, scale) or at_noise_floor(
+                    it, err, rn, rbest, scale):
                 converged = True
                 break
+            rbest = min(rbest, rn)
         if not converged:
             return ST_NEWTON, k, t, err, -1
         trapezoidal_update(zn, zdn, an, a, h, z, zd)

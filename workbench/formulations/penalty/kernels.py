@@ -38,6 +38,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from numba import types
+from numba.np.linalg import _LAPACK, ensure_lapack
+
 from workbench.formulations.interface import FORM_ORIGIN
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.kernels import tangents as T
@@ -50,6 +53,11 @@ J_METHODS = {"nd": J_ND, "nd-colored": J_ND_COLORED, "exact": J_EXACT,
 #: relative step of the central differences (eq 1): the cube root of the machine epsilon
 #: balances truncation (h^2) against rounding (eps / h)
 ND_STEP = 6.0e-6
+
+# LAPACK's dgetrf through numba's own binding (cacheable, unlike a ctypes pointer)
+ensure_lapack()
+_xxgetrf = _LAPACK().numba_xxgetrf(types.float64)
+_KIND = ord("d")
 
 
 @njit(cache=True)
@@ -239,17 +247,30 @@ def penalty_residual(tau, Jc, phi, alpha, r):
 
 @njit(cache=True)
 def penalty_tangent(M, Kd, Cd, Jc, alpha, h, Tm):
-    """``T = M + h/2 C + h^2/4 (K + Phi_z^T alpha Phi_z)`` (eq 20 times ``4/h^2``)."""
+    """``T = M + h/2 C + h^2/4 (K + Phi_z^T alpha Phi_z)`` (eq 20 times ``4/h^2``);
+    ``Phi_z^T Phi_z`` as a sum of the outer products of the rows over their non-zeros (a
+    closure row reads only the coordinates on the root paths of its two bodies)."""
     n = M.shape[0]
     m = Jc.shape[0]
     cz = 0.25 * h * h
     cv = 0.5 * h
     for i in range(n):
         for j in range(n):
-            s = 0.0
-            for k in range(m):
-                s += Jc[k, i] * Jc[k, j]
-            Tm[i, j] = M[i, j] + cv * Cd[i, j] + cz * (Kd[i, j] + alpha * s)
+            Tm[i, j] = M[i, j] + cv * Cd[i, j] + cz * Kd[i, j]
+    nz = np.empty(n, dtype=np.int64)
+    ca = cz * alpha
+    for k in range(m):
+        cnt = 0
+        for j in range(n):
+            if Jc[k, j] != 0.0:
+                nz[cnt] = j
+                cnt += 1
+        for a in range(cnt):
+            i = nz[a]
+            v = ca * Jc[k, i]
+            for b in range(cnt):
+                j = nz[b]
+                Tm[i, j] += v * Jc[k, j]
 
 
 @njit(cache=True)
@@ -281,58 +302,42 @@ def project(Tm, LU, piv, Jc, alpha, h, xstar, bias, out):
 
 @njit(cache=True)
 def lu_factor(A, LU, piv):
-    """LU factorisation with partial pivoting of ``A`` into ``LU`` (``piv``: row swaps).
-    Returns False when ``A`` is numerically singular."""
+    """LU factorisation with partial pivoting of ``A`` by LAPACK's ``dgetrf`` (numba's own
+    binding, the one behind ``np.linalg``): ``LU`` receives ``A^T`` in C order, i.e. ``A``
+    in LAPACK's column-major order, overwritten by its factors ``P A = L U``; ``piv``
+    (int32): LAPACK's 1-based row swaps.  Returns False when ``A`` is singular or not
+    finite."""
     n = A.shape[0]
-    scale = 0.0
-    for i in range(n):
-        for j in range(n):
-            LU[i, j] = A[i, j]
-            scale = max(scale, abs(A[i, j]))
     if n == 0:
         return True
-    if scale == 0.0:
+    for i in range(n):
+        for j in range(n):
+            LU[j, i] = A[i, j]
+    if not np.isfinite(LU).all():
         return False
-    for k in range(n):
-        p = k
-        for i in range(k + 1, n):
-            if abs(LU[i, k]) > abs(LU[p, k]):
-                p = i
-        piv[k] = p
-        if abs(LU[p, k]) <= 1e-14 * scale:
-            return False
-        if p != k:
-            for j in range(n):
-                tmp = LU[k, j]
-                LU[k, j] = LU[p, j]
-                LU[p, j] = tmp
-        inv = 1.0 / LU[k, k]
-        for i in range(k + 1, n):
-            f = LU[i, k] * inv
-            LU[i, k] = f
-            if f != 0.0:
-                for j in range(k + 1, n):
-                    LU[i, j] -= f * LU[k, j]
-    return True
+    info = _xxgetrf(_KIND, n, n, LU.ctypes, n, piv.ctypes)
+    return info == 0
 
 
 @njit(cache=True)
 def lu_solve(LU, piv, x):
-    """``x <- A^-1 x`` with the factors of :func:`lu_factor`."""
+    """``x <- A^-1 x`` with the factors of :func:`lu_factor` (row swaps, then the unit
+    lower and the upper triangular solves; element ``(i, j)`` of the factors is
+    ``LU[j, i]``)."""
     n = LU.shape[0]
     for k in range(n):
-        p = piv[k]
-        if p != k:
+        q = piv[k] - 1
+        if q != k:
             tmp = x[k]
-            x[k] = x[p]
-            x[p] = tmp
+            x[k] = x[q]
+            x[q] = tmp
     for i in range(n):
         s = x[i]
         for j in range(i):
-            s -= LU[i, j] * x[j]
+            s -= LU[j, i] * x[j]
         x[i] = s
     for i in range(n - 1, -1, -1):
         s = x[i]
         for j in range(i + 1, n):
-            s -= LU[i, j] * x[j]
+            s -= LU[j, i] * x[j]
         x[i] = s / LU[i, i]
