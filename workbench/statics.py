@@ -23,6 +23,11 @@ spins of a vehicle on flat ground, where ``Qbar`` is identically zero) are left
 unchanged: the step is the minimum-norm least-squares solution of ``Kbar dz^i = Qbar``.
 The step is scaled down to at most ``MAX_STEP`` per coordinate and then halved until the
 2-norm of ``Qbar`` decreases.  No finite differences.
+
+At rest (:func:`at_rest`) speed controllers (``Model.speed_control``) are switched off (a
+controller measures zero speed there and would drive the free wheel spins with its full
+torque) and drives are held at their value at ``t`` (a sine drive moves at ``t = 0``):
+otherwise a vehicle with either, such as the coach, has no static equilibrium.
 """
 
 from __future__ import annotations
@@ -97,6 +102,70 @@ class EquilibriumResult:
                 "residual_history": list(self.history)}
 
 
+def _rest_fields(cm, t: float) -> np.ndarray:
+    """Fields of ``p`` that :func:`at_rest` sets to 0 at time ``t``: the gains of the speed
+    controllers, and the coefficients that give a drive its velocity at ``t`` (the
+    ``omega`` of a sine drive when ``t <= t_start``; the coefficients of ``t, t^2, ...``
+    of a polynomial drive at ``t = 0``).  Zeroing them leaves every value at ``t`` (and its
+    derivative with respect to every other field) unchanged: at ``t = t_start`` a sine is
+    ``offset + amplitude sin(phase)`` whatever ``omega``, at ``t = 0`` a polynomial is its
+    constant term.  Smoothstep and steps drives are at rest outside their transitions and
+    are not changed."""
+    from workbench.kernels import layout as AR
+    ma = cm.arrays
+    p = np.asarray(ma.p)
+    out = [int(f) for f in np.asarray(ma.sc_fld)]
+    c_type, c_i = np.asarray(ma.c_type), np.asarray(ma.c_i)
+    for k in range(c_type.shape[0]):
+        if c_type[k] != AR.C_DRIVE:
+            continue
+        tf = int(c_i[k, 1])
+        kind, f0, nf = int(ma.tf_kind[tf]), int(ma.tf_fld[tf]), int(ma.tf_n[tf])
+        if kind == AR.TF_SINE and t <= p[f0 + 4]:
+            out.append(f0 + 1)
+        elif kind == AR.TF_POLY and t == 0.0:
+            out.extend(range(f0 + 1, f0 + nf))
+    return np.array(sorted(set(out)), dtype=np.int64)
+
+
+def at_rest(cm, t: float = 0.0):
+    """``cm`` at rest at time ``t``: the model whose static equilibrium is sought.  A copy
+    of the field vector with (:func:`_rest_fields`)
+
+    * every speed controller switched off (gain 0, so its drive torque
+      ``T_max tanh(K (v_set - v) / T_max)`` vanishes): a controller measures ``v = 0`` at
+      rest and would otherwise apply its full torque to the free wheel spins, where nothing
+      balances it (a parked vehicle's speed control is not engaged);
+    * every drive held at its value at ``t`` where its time function would move it (a sine
+      drive such as the coach's steering ``0.013 sin(pi t)`` has a rate at ``t = 0``, which
+      makes the "static" state slide).
+
+    Models with neither are returned unchanged."""
+    fields = _rest_fields(cm, t)
+    if fields.size == 0:
+        return cm
+    import dataclasses
+
+    from workbench.kernels import layout as AR
+    ma = cm.arrays
+    p = np.array(ma.p, dtype=float, copy=True)
+    p[fields] = 0.0
+    arrays = {f: getattr(ma, f) for f in AR.ModelArraysTuple._fields}
+    arrays["p"] = p
+    return dataclasses.replace(cm, arrays=AR.ModelArrays(**arrays))
+
+
+def _rest_columns(cm, Gm, t: float = 0.0):
+    """The field x parameter map ``Gm`` with the rows of the fields that :func:`at_rest`
+    zeroes set to 0 (at rest they are 0 whatever the parameters)."""
+    fields = _rest_fields(cm, t)
+    if fields.size == 0:
+        return Gm
+    Gm = np.array(Gm, dtype=float, copy=True)
+    Gm[fields] = 0.0
+    return Gm
+
+
 def total_weight(cm) -> float:
     """``sum m |g|`` over the bodies (the force scale of the tolerance)."""
     ma = cm.arrays
@@ -156,7 +225,7 @@ def equilibrium(model, t: float = 0.0, formulation: str = "sr-com", tol: float |
     iteration stalls or exceeds ``maxit``, and the position-problem errors of
     :func:`~workbench.formulations.semirecursive.state.state_terms`.
     """
-    cm = as_compiled(model, parameters)
+    cm = at_rest(as_compiled(model, parameters), t)
     d = cm.d
     zeros = np.zeros(d)
     if tol is None:
@@ -238,7 +307,10 @@ def at_equilibrium(model: Model, parameters: dict | None = None,
 def _jacobians(cm, t, zi, z, Gm, co=None, formulation="sr-com"):
     """Exact ``Jr = [dr/dZ | dr/dV | dr/drho]`` of the step residual and
     ``Jm = dm/d[Z, V, A, rho]`` of the measures of ``co`` at the static state ``(zi, z)``
-    (zero velocities and accelerations, so ``r = -Qbar``); also the measure values."""
+    (zero velocities and accelerations, so ``r = -Qbar``); also the measure values.
+    Speed controllers are off and drives held at rest (:func:`at_rest`)."""
+    Gm = _rest_columns(cm, Gm, t)
+    cm = at_rest(cm, t)
     ma = cm.arrays
     d, n, npar = cm.d, z.shape[0], Gm.shape[1]
     i64 = np.zeros(0, dtype=np.int64)

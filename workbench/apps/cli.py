@@ -66,6 +66,9 @@ REPRODUCE_RUNS = (
     ("quick-return", {}, None, None),
     ("point-to-line", {}, None, None),
     ("cam-follower", {}, None, None),
+    ("spatial-four-bar", {}, None, None),
+    ("four-bar-grid", {"ny": 4}, None, None),
+    ("coach", {}, None, None),
 )
 #: buggy reports included in ``workbench reproduce all``: the double lane change (~35 s
 #: with the global-formulation comparison); the step descent (4500 steps of 1 ms,
@@ -614,9 +617,12 @@ def _add_reproduce(sub):
                     "step-descent report DIR/buggy-step/ (about 2 minutes once the kernels "
                     "are compiled).  "
                     "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
-                    "gradient report, 'workbench reproduce simulate' only the simulations.")
+                    "gradient report, 'workbench reproduce simulate' only the simulations, "
+                    "'workbench reproduce penalty' the comparison of seed 003 (penalty "
+                    "formulation, four Jacobian methods) in DIR/penalty/.")
     p.add_argument("target", nargs="?", default="all",
-                   choices=("all", "simulate", "five-bar", "buggy-step", "buggy-dlc"),
+                   choices=("all", "simulate", "five-bar", "buggy-step", "buggy-dlc",
+                            "penalty"),
                    help="what to reproduce (default: all)")
     p.add_argument("--out", default="reports", metavar="DIR",
                    help="output directory (default: reports)")
@@ -667,6 +673,15 @@ def _cmd_reproduce(args) -> int:
               "global: "
               f"simulation {tm['simulation_global_s']:.2f} s, direct "
               f"{tm['direct_global_s']:.2f} s, adjoint {tm['adjoint_global_s']:.2f} s")
+    if args.target in ("all", "penalty"):
+        from workbench.apps.penalty_report import penalty_report
+        print("[penalty] seed 003: four Jacobian methods on the spatial four-bar, the "
+              "four-bar grids and the coach ...", flush=True)
+        meta = penalty_report(out / "penalty", quick=args.quick,
+                              log=lambda msg: print(msg, flush=True))
+        produced.append(out / "penalty" / "report.md")
+        print(f"wrote {out / 'penalty'}/ (runs.csv, sparsity.csv, alpha.csv, report.md, "
+              f"times.png) in {meta['total_s']:.1f} s")
     _publish(args, out, produced)
     return 0
 
