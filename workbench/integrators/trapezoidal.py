@@ -879,14 +879,16 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
     r = np.zeros(n)
     z = z0.copy()
     zd = zd0.copy()
-    # consistent accelerations at t0: M a = Q - Phi_z^T alpha Phi (Phi = 0 up to rounding)
-    E = PK.dynamics_terms(ma, p, form, t0, z, zd, ws.zero_n, ws, M, Jc, phi, tau)
-    a = -tau
-    PK.penalty_residual(np.zeros(n), Jc, phi, alpha, r)
-    for i in range(n):
-        a[i] -= r[i]
-    if not LA.lu_solve_inplace(M, a.reshape((n, 1)), LU):
-        return ST_MASS, 0, t0, np.nan, -1
+    # consistent accelerations at t0 (the seed's step starts from a consistent state): the
+    # augmented system [M Phi_z^T; Phi_z 0] [a; lambda] = [Q; -c] in the least-squares
+    # sense (massless coordinates, e.g. a vehicle's anti-roll bar halves, are determined
+    # by the closures)
+    cacc = np.zeros(m)
+    crhs = np.zeros(m)
+    E = MU.augmented_terms(ma, p, form, t0, z, zd, ws, M, Jc, phi, bias, cacc, tau)
+    MU.constraint_rhs(phi, bias, cacc, 0.0, 0.0, crhs)
+    a = MU.solve_augmented(M, Jc, tau, crhs, np.zeros((n + m, n + m)), np.zeros(n + m))[:n]
+    a = a.copy()
     if not np.isfinite(a).all():
         return ST_NONFINITE, 0, t0, np.nan, -1
     K.constraints(ma, p, t0, z, zd, a, ws.A, ws.r, ws.Z, ws.Zd, 1, bias)
