@@ -50,6 +50,9 @@ LAYERS: dict[str, int] = {
     "workbench.integrators": 8,
     # direct and adjoint sensitivities
     "workbench.sensitivities": 9,
+    # vehicle maneuvers (steering drive, speed, parameters; measures the linkage by solving
+    # position problems); registers the expander of the model files' [maneuver] tables
+    "workbench.maneuvers": 9,
     # the public API (workbench/__init__.py only; see EXACT)
     "workbench": 10,
     # OpenMDAO components and optimisation studies, on the public API

@@ -17,7 +17,7 @@ SIMULATION_ONLY = {"multipliers"}
 
 def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():
     assert set(REGISTRY) == {"sr-com", "sr-origin", "global", "global-partitioned",
-                             "multipliers", "multipliers-origin"}
+                             "multipliers", "multipliers-origin", "penalty"}
     for family in {f.family for f in REGISTRY.values()}:
         codes = [f.code for f in REGISTRY.values() if f.family == family]
         assert len(set(codes)) == len(codes)        # a family's kernels tell them apart
@@ -40,13 +40,13 @@ def test_a_simulation_only_formulation_simulates_and_refuses_gradients(name):
 
 def test_an_unknown_formulation_is_a_typed_error_naming_the_choices():
     with pytest.raises(UnknownFormulationError) as exc:
-        get("penalty")
-    assert "penalty" in str(exc.value) and "sr-com" in str(exc.value)
+        get("rcr")
+    assert "rcr" in str(exc.value) and "sr-com" in str(exc.value)
     assert isinstance(exc.value, ModelError) and isinstance(exc.value, ValueError)
     with pytest.raises(UnknownFormulationError):
-        wb.simulate("pendulum", t_end=0.01, dt=1e-3, formulation="penalty")
+        wb.simulate("pendulum", t_end=0.01, dt=1e-3, formulation="rcr")
     with pytest.raises(UnknownFormulationError):
-        wb.sensitivity("pendulum", t_end=0.01, dt=1e-3, formulation="penalty")
+        wb.sensitivity("pendulum", t_end=0.01, dt=1e-3, formulation="rcr")
 
 
 def test_a_formulation_without_checkpointing_refuses_checkpoint_steps():

@@ -14,6 +14,7 @@ from workbench.errors import (AssemblyError, ModelError, NewtonConvergenceError,
                               UnitError, UnknownNameError, WorkbenchError)
 from workbench.formulations import REGISTRY as FORMULATIONS
 from workbench.integrators import SimulationResult, simulate
+from workbench.maneuvers import maneuver
 from workbench.model import catalog
 from workbench.model.builder import Model
 from workbench.model.elements import GROUND, TimeFunction
@@ -29,7 +30,7 @@ __all__ = [
     "save_json", "catalog", "CompiledModel", "compile_model", "FORMULATIONS", "objectives",
     "simulate", "SimulationResult", "equilibrium", "at_equilibrium", "EquilibriumResult",
     "static_responses", "StaticResult", "sensitivity", "SensitivityResult", "objective_values",
-    "measure_values",
+    "measure_values", "maneuver",
     "WorkbenchError", "ModelError", "UnknownNameError", "UnitError", "SimulationError",
     "AssemblyError", "SingularConfigurationError", "NewtonConvergenceError", "NonFiniteError",
     "SensitivityError",

@@ -1,5 +1,8 @@
 """Vehicle maneuvers: start a vehicle model from static equilibrium, rolling without slip,
-and the ISO 3888-1 double-lane-change geometry.
+and the ISO 3888-1 double-lane-change geometry.  The maneuvers themselves (ISO 3888-1/-2,
+slalom, sine steer, step steer, constant radius) are data: :func:`maneuver` (defined in
+:mod:`workbench.maneuvers`, docs/maneuvers.md) applies one to any vehicle model with a
+driven steering coordinate.
 
 A maneuver file (``workbench/model/data/buggy-step.toml``, ``buggy-dlc.toml``) declares
 ``initial_state = "equilibrium"`` in ``[model.meta]``; :func:`prepare` then returns a copy
@@ -16,6 +19,7 @@ from __future__ import annotations
 import copy
 
 from workbench.errors import ModelError, UnknownNameError
+from workbench.maneuvers import MANEUVERS, maneuver, path_radius, steering_geometry
 from workbench.model.builder import Model
 from workbench.model.catalog import load
 from workbench.statics import at_equilibrium
@@ -72,4 +76,5 @@ def iso3888_1_lanes(model: Model) -> list[dict]:
     ]
 
 
-__all__ = ["prepare", "iso3888_1_lanes"]
+__all__ = ["prepare", "iso3888_1_lanes", "maneuver", "steering_geometry", "path_radius",
+           "MANEUVERS"]

@@ -67,6 +67,14 @@ optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air sprin
     length = ..}, ...]`` (parametric; quintic steps centred at ``x``), ``provenance``.
     Without it the road is flat, ``z = 0``.
 ``[objectives.NAME]``  -> ``Model.objectives[NAME]`` (free-form tables, stored as given).
+``[maneuver]``
+    ``kind`` (``iso3888-1``, ``iso3888-2``, ``slalom``, ``sine-steer``, ``step-steer``,
+    ``constant-radius``) plus its options (numbers in SI units or ``{value, unit}``): applied
+    to the finished model by :func:`workbench.maneuvers.maneuver` (docs/maneuvers.md):
+    the steering drive's time function, the initial speed, ``t_end``/``dt`` and the
+    maneuver's parameters.  Parameters and ``[model.meta]`` keys that the file declares
+    itself (for a derived file: not its base's) keep their values over the maneuver's
+    defaults and derived values.
 ``[generator]``
     ``kind`` plus the options of a registered generator (:data:`GENERATORS`) that expands
     into bodies, joints and cuts before the explicit ``[[bodies]]`` etc. are added; its
@@ -133,7 +141,7 @@ from workbench.model.builder import Model
 from workbench.model.elements import COORD_SUFFIX, GROUND, TimeFunction
 from workbench.model.units import UNITS, dimension_of, to_si
 
-__all__ = ["load_model", "model_from_dict", "GENERATORS"]
+__all__ = ["load_model", "model_from_dict", "GENERATORS", "register_maneuvers"]
 
 # ----------------------------------------------------------------------------------------
 # schema
@@ -168,7 +176,7 @@ _LIST_SECTIONS = {
     "speed_controls": ({"name", "body", "point", "heading", "speed", "wheels", "gain",
                         "torque_max"}, set()),
 }
-_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road"}
+_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road", "maneuver"}
              | set(_LIST_SECTIONS))
 _ROAD_KEYS = {"z0", "steps", "provenance"}
 #: tire fields and their dimensions (see Model.tire)
@@ -691,9 +699,17 @@ def load_model(path, **options) -> Model:
         raise ModelError(f"{source}: malformed TOML: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ModelError(f"{source}: malformed JSON: {exc}") from None
+    keep = None
     if isinstance(data, dict) and "base" in data:
+        # a maneuver keeps the parameters and meta keys the derived file declares itself
+        own = data.get("parameters", {})
+        head = data.get("model", {})
+        keep = (tuple(own) if isinstance(own, dict) else (),
+                tuple(head.get("meta", {})) if isinstance(head, dict)
+                and isinstance(head.get("meta", {}), dict) else ())
         data = _with_base(data, path, source)
-    return model_from_dict(data, source=source, default_name=path.stem, **options)
+    return model_from_dict(data, source=source, default_name=path.stem, maneuver_keep=keep,
+                           **options)
 
 
 #: sections of a derived model file that are merged entry by entry with the base file
@@ -762,8 +778,12 @@ def _with_base(data: dict, path: Path, source: str, chain: tuple = ()) -> dict:
 
 
 def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "model",
-                    **options) -> Model:
-    """Build a :class:`Model` from a parsed model document (see the module docstring)."""
+                    maneuver_keep: tuple | None = None, **options) -> Model:
+    """Build a :class:`Model` from a parsed model document (see the module docstring).
+
+    ``maneuver_keep = (parameter names, meta keys)`` that a ``[maneuver]`` keeps (default:
+    every parameter and meta key of the document; :func:`load_model` passes those the
+    derived file declares itself, not its base's)."""
     if not isinstance(data, dict):
         raise ModelError(f"{source}: a model document must be a table, got "
                          f"{type(data).__name__}")
@@ -1113,7 +1133,48 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
     if not isinstance(meta, dict):
         raise ctx.err("[model.meta]", "expected a table")
     model.meta.update(meta)
+
+    # ---- maneuver (expanded last: it measures the finished vehicle)
+    if "maneuver" in data:
+        model = _maneuver(ctx, data["maneuver"], data, meta, maneuver_keep, par_over)
     return model
+
+
+#: the maneuver expander ``(function, kinds)``, registered by :mod:`workbench.maneuvers`
+#: (imported by ``workbench/__init__.py``; it solves position problems, a layer above this
+#: one, so this module does not import it)
+_MANEUVERS: list = []
+
+
+def register_maneuvers(function: Callable, kinds: tuple) -> None:
+    """Register the expander of ``[maneuver]`` tables: ``function(model, kind, keep=...,
+    keep_meta=..., **options) -> Model`` for the maneuver ``kinds``."""
+    _MANEUVERS[:] = [(function, tuple(kinds))]
+
+
+def _maneuver(ctx: _Ctx, spec, data: dict, meta: dict, keep, par_over: dict) -> Model:
+    """Apply the ``[maneuver]`` table (``kind`` + options) with the registered expander
+    (:func:`workbench.maneuvers.maneuver`)."""
+    if not _MANEUVERS:
+        raise ctx.err("[maneuver]", "no maneuver expander is registered (import workbench)")
+    maneuver, kinds = _MANEUVERS[0]
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise ctx.err("[maneuver]", "needs a table with a 'kind'")
+    kind = spec["kind"]
+    if kind not in kinds:
+        raise _unknown(ctx, "maneuver", kind, kinds, "[maneuver] kind")
+    bad = {"keep", "keep_meta"} & set(spec)
+    if bad:
+        raise ctx.err("[maneuver]", f"unknown option {sorted(bad)[0]!r} for maneuver {kind!r}")
+    if keep is None:
+        params = data.get("parameters", {})
+        keep = (tuple(params) if isinstance(params, dict) else (), tuple(meta))
+    opts = {k: v for k, v in spec.items() if k != "kind"}
+    try:
+        return maneuver(ctx.model, kind, keep=tuple(keep[0]) + tuple(par_over),
+                        keep_meta=tuple(keep[1]), **opts)
+    except ModelError as exc:
+        _rethrow(exc, f"{ctx.source}: [maneuver]")
 
 
 def _where(section: str, i: int, entry) -> str:

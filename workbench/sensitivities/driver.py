@@ -93,9 +93,9 @@ from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
 from workbench.formulations.status import raise_for_status
 from workbench.integrators.result_kinematics import constraint_force_history, redundant_closures
-from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PROGRESS,
+from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PENALTY_OPTIONS, PROGRESS,
                                               PROGRESS_MIN_STEPS, PROGRESS_POLL_S, RunJob,
-                                              integrate_steps, nsteps_of, simulate)
+                                              integrate_steps, nsteps_of, run_settings, simulate)
 from workbench.kernels import layout as AR
 from workbench.model.catalog import as_compiled
 from workbench.objectives import resolve_objectives
@@ -328,6 +328,14 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     cm = as_compiled(model)
     form = formulation_code(formulation)
     family = get_formulation(formulation).family
+    if family == "penalty" and PENALTY_OPTIONS.get()["projection"] != "none":
+        # the differentiated penalty map is the rule without the projections of eqs 24-26
+        # (their matrix P = M + h/2 C + h^2/4 K would need second derivatives of Q): the
+        # forward run, the sweeps and the differences all use it
+        with run_settings(penalty={"projection": "none"}):
+            return sensitivity(model, objectives, parameters, method, variant, formulation,
+                               t_end, dt, fd_step, simulation, checkpoint_steps,
+                               memory_limit_mb, threads)
     if family not in SW.FAMILY_SWEEPS:
         raise OptionError(f"formulation {formulation!r} (family {family!r}) has no design "
                           "sensitivities yet; choose one of "

@@ -29,8 +29,9 @@ from workbench.formulations.natural import partition as PT
 from workbench.formulations.natural import step_jacobians as GS
 from workbench.formulations.natural.build import global_model
 from workbench.formulations.natural.step_jacobians import step_jacobians_g
+from workbench.formulations.penalty import step_jacobians as PJ
 from workbench.formulations.semirecursive.step_jacobians import (blocks_of, make_block,
-                                                                 measure_history,
+                                                                 measure_history, measures_stored,
                                                                  step_jacobian_block)
 from workbench.integrators.trapezoidal import iteration_matrix
 from workbench.kernels import layout as AR
@@ -516,6 +517,68 @@ def partitioned_sweeps(cm, sim):
     return direct, adjoint, history
 
 
+def penalty_sweeps(cm, sim):
+    """The generic recursions on the penalty formulation's rows (all ``n`` coordinates):
+    the step Jacobians of every row at once
+    (:func:`workbench.formulations.penalty.step_jacobians.trajectory_step_jacobians`),
+    then :func:`direct_block` / :func:`adjoint_block` over the whole trajectory.  The
+    differentiated map is the rule without projections (the run must have
+    ``projection = "none"``, which :func:`workbench.sensitivities.driver.sensitivity`
+    sets); the initial sensitivities of all coordinates come from the differentiated
+    assembly (:func:`workbench.formulations.penalty.step_jacobians.initial_tangents`)."""
+    pen = getattr(sim, "penalty", None)
+    if pen is None or pen.get("projection") != "none":
+        raise OptionError("penalty gradients differentiate the rule without the projections "
+                          "of eqs 24-26: simulate with penalty={'projection': 'none'}")
+    alpha = float(pen["alpha"])
+    n = cm.n
+    Z, ZD, ZDD = (np.ascontiguousarray(a) for a in (sim.z, sim.zd, sim.zdd))
+
+    def blocks(ma, p, form, TT, Gm, ms_type, ms_a, ms_c):
+        N, npar, nm = TT.shape[0], Gm.shape[1], ms_type.shape[0]
+        blk = (np.zeros((N, n, 2 * n + npar)), np.zeros((N, n, n)),
+               np.zeros((N, nm, 3 * n + npar)), np.zeros((N, nm)),
+               np.zeros(N, dtype=np.int64))
+        PJ.trajectory_step_jacobians(ma, p, form, TT, Z, ZD, ZDD, alpha, Gm, ms_type, ms_a,
+                                     ms_c, blk)
+        return blk
+
+    def start(ma, p, TT, Gm, SZ0, SV0):
+        npar = Gm.shape[1]
+        SZ, SV = np.zeros((n, npar)), np.zeros((n, npar))
+        if not PJ.initial_tangents(ma, p, TT[0], Z[0], ZD[0], Gm, SZ0, SV0, SZ, SV):
+            raise ModelError(f"model {cm.name!r}: the initial sensitivities of the full "
+                             "coordinates are not finite (singular initial assembly)")
+        return SZ, SV
+
+    def direct(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
+               ms_c, SZ0, SV0, MV, DM, SA_out, nthreads=1):
+        SZ, SV = start(ma, p, TT, Gm, SZ0, SV0)
+        blk = blocks(ma, p, form, TT, Gm, ms_type, ms_a, ms_c)
+        SS = np.zeros((3, n, SZ.shape[1]))
+        SS[0] = SZ
+        SS[1] = SV
+        return direct_block(h, 0, TT.shape[0], blk, SS, MV, DM,
+                            np.zeros((TT.shape[0], n, SZ.shape[1])))
+
+    def adjoint(ma, p, form, h, variant, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip,
+                ms_type, ms_a, ms_c, SZ0, SV0, GM, C0, W, GRAD, RUN, row0, nglob, carry,
+                nthreads=1, partials=None):
+        if row0 != 0 or nglob != TT.shape[0]:
+            raise ValueError("the penalty formulation has no checkpointed adjoint")
+        SZ, SV = start(ma, p, TT, Gm, SZ0, SV0)
+        blk = blocks(ma, p, form, TT, Gm, ms_type, ms_a, ms_c)
+        own = np.zeros((7, n, GM.shape[2]))
+        return adjoint_block(h, variant, 0, TT.shape[0], blk, SZ, SV, GM, C0, W, GRAD, RUN, 0,
+                             TT.shape[0], own)
+
+    def history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
+        measures_stored(ma, p, Z, ZD, ZDD, ms_type, ms_a, ms_c, MV)
+        return OK, TT.shape[0]
+
+    return direct, adjoint, history
+
+
 def semirecursive_sweeps(cm, sim):
     """The semi-recursive sweep kernels (``cm`` and ``sim`` are not needed to choose them)."""
     return direct_sweep, adjoint_sweep, measure_history
@@ -523,4 +586,4 @@ def semirecursive_sweeps(cm, sim):
 
 #: the sweep kernels of each formulation family (:attr:`Formulation.family`)
 FAMILY_SWEEPS = {"semirecursive": semirecursive_sweeps, "natural": natural_sweeps,
-                 "partitioned": partitioned_sweeps}
+                 "partitioned": partitioned_sweeps, "penalty": penalty_sweeps}

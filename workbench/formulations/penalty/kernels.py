@@ -36,9 +36,7 @@ factorisation of ``T``, ``P = T - h^2/4 Phi_z^T alpha Phi_z``::
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
-
-from numba import types
+from numba import njit, types
 from numba.np.linalg import _LAPACK, ensure_lapack
 
 from workbench.formulations.interface import FORM_ORIGIN
@@ -101,13 +99,14 @@ def tau_at(ma, p, form, t, z, zd, ws, tau):
 
 
 @njit(cache=True)
-def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, ws, tw, dtau):
-    """Directional derivative ``dtau`` of ``tau(z, zd, zdd) = M zdd - Q`` along ``(dz, dzd,
-    dzdd)`` (forward mode, the tangent kernels of :mod:`workbench.kernels.tangents`; exact to
-    rounding).  The state must be the one :func:`dynamics_terms` (or
+def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
+    """Directional derivative ``dtau`` of ``tau(z, zd, zdd; p) = M zdd - Q`` along ``(dz,
+    dzd, dzdd, dp)`` (``dp``: a direction in the field vector, e.g. a column of the
+    parameter map; forward mode, the tangent kernels of :mod:`workbench.kernels.tangents`;
+    exact to rounding).  The state must be the one :func:`dynamics_terms` (or
     :func:`workbench.formulations.semirecursive.matrixr.residual_tau`) left in ``ws`` at the
     same ``(t, z, zd, zdd)``; ``tw``: :func:`make_tangent_workspace`."""
-    f3, f6, b3, bm2, bJ2, vn, dp = tw
+    f3, f6, b3, bm2, bJ2, vn, _ = tw
     th, dr, du, dPc = f3[0], f3[1], f3[2], f3[3]
     db, dZ, dZd, dbv, dVc, dVdc, Fs, dFs = f6[0], f6[1], f6[2], f6[3], f6[4], f6[5], f6[6], f6[7]
     dfb, dnb, bg, bdg = b3[0], b3[1], b3[2], b3[3]
@@ -116,9 +115,14 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, ws, tw, dtau):
     dQj = vn[0]
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     fb, nb_ = ws.fb, ws.nb
+    # a direction that moves no position and no field leaves the geometry and the inertia
     kin = False
     for k in range(dz.shape[0]):
         if dz[k] != 0.0:
+            kin = True
+            break
+    for k in range(dp.shape[0]):
+        if dp[k] != 0.0:
             kin = True
             break
     if kin:
@@ -182,7 +186,7 @@ def jacobian_compressed(ma, p, form, t, z, zd, exact, color, ncolor, ws, ws2, tw
                         dz[j] = 1.0
                     else:
                         dzd[j - n] = 1.0
-            tau_tangent(ma, p, form, t, z, zd, zero, dz, dzd, zero, ws, tw, col)
+            tau_tangent(ma, p, form, t, z, zd, zero, dz, dzd, zero, tw[6], ws, tw, col)
             B[:, c] = col
         return ncolor
     zp = np.empty(n)
