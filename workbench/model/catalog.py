@@ -2,8 +2,9 @@
 
 >>> from workbench import catalog
 >>> catalog.names()
-['bricard', 'buggy-dlc', 'buggy-step', 'cam-follower', 'coach', 'five-bar', 'four-bar-grid',
- 'n-four-bar', 'pendulum', 'point-to-line', 'quick-return', 'slider-crank', 'spatial-four-bar']
+['bricard', 'buggy-dlc', 'buggy-step', 'buggy-template', 'cam-follower', 'coach',
+ 'coach-template', 'five-bar', 'four-bar-grid', 'n-four-bar', 'pendulum', 'point-to-line',
+ 'quick-return', 'slider-crank', 'spatial-four-bar']
 >>> model = catalog.load("n-four-bar", N=4)      # generator option
 >>> model = catalog.load("five-bar", mA1=3.5)    # parameter value (in its own unit)
 

@@ -75,6 +75,11 @@ optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air sprin
     maneuver's parameters.  Parameters and ``[model.meta]`` keys that the file declares
     itself (for a derived file: not its base's) keep their values over the maneuver's
     defaults and derived values.
+``[vehicle]``  -> vehicle templates (:mod:`workbench.model.vehicle`, docs/vehicle-templates.md):
+    a compact vehicle description (chassis, steering, axles with suspension templates,
+    wheels, tires, springs, anti-roll bars, speed control) expanded into ordinary
+    ``[[bodies]]``, ``[[joints]]``, ... entries (before the file's own) and ``[model] dof``
+    (unless given) when the file is loaded.
 ``[generator]``
     ``kind`` plus the options of a registered generator (:data:`GENERATORS`) that expands
     into bodies, joints and cuts before the explicit ``[[bodies]]`` etc. are added; its
@@ -120,7 +125,8 @@ A top-level ``base = "other.toml"`` (a file in the same folder) makes the file a
 variant of ``other.toml`` (e.g. a maneuver of one vehicle: ``buggy-dlc.toml`` on
 ``buggy-step.toml``): ``[model]`` and ``[model.meta]`` keys, ``[parameters.X]`` and
 ``[objectives.X]`` entries and list entries with the same ``name`` (``[[drives]]``, ...)
-replace the base's, new ones are added, ``[road]``/``[ground]`` replace the base's
+replace the base's, new ones are added, ``[road]``/``[ground]`` replace the base's, a
+``[vehicle]`` table is merged key by key (axles and springs by ``name``)
 (:func:`_with_base`).
 """
 
@@ -140,6 +146,7 @@ from workbench.forces.tire_mf import coefficient_dimension
 from workbench.model.builder import Model
 from workbench.model.elements import COORD_SUFFIX, GROUND, TimeFunction
 from workbench.model.units import UNITS, dimension_of, to_si
+from workbench.model.vehicle_templates import expand_document
 
 __all__ = ["load_model", "model_from_dict", "GENERATORS", "register_maneuvers"]
 
@@ -176,7 +183,8 @@ _LIST_SECTIONS = {
     "speed_controls": ({"name", "body", "point", "heading", "speed", "wheels", "gain",
                         "torque_max"}, set()),
 }
-_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road", "maneuver"}
+_SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road", "maneuver",
+              "vehicle"}
              | set(_LIST_SECTIONS))
 _ROAD_KEYS = {"z0", "steps", "provenance"}
 #: tire fields and their dimensions (see Model.tire)
@@ -762,6 +770,8 @@ def _with_base(data: dict, path: Path, source: str, chain: tuple = ()) -> dict:
             out["model"] = head
         elif key in _MERGED_TABLES and isinstance(val, dict):
             out[key] = {**base.get(key, {}), **val}
+        elif key == "vehicle" and isinstance(val, dict) and isinstance(base.get(key), dict):
+            out[key] = _merge_vehicle(base[key], val)
         elif key in _LIST_SECTIONS and isinstance(val, list):
             entries = list(base.get(key, []))
             index = {e.get("name"): i for i, e in enumerate(entries) if isinstance(e, dict)}
@@ -775,6 +785,28 @@ def _with_base(data: dict, path: Path, source: str, chain: tuple = ()) -> dict:
         else:
             out[key] = val
     return out
+
+
+def _merge_vehicle(base, over):
+    """A derived file's ``[vehicle]`` on its base's: tables merge key by key (recursively),
+    lists of named tables (``axles``, ``springs``) entry by entry by ``name``, anything
+    else replaces the base's value."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge_vehicle(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(over, list) and all(
+            isinstance(e, dict) and "name" in e for e in base + over):
+        out = list(base)
+        index = {e["name"]: i for i, e in enumerate(out)}
+        for e in over:
+            if e["name"] in index:
+                out[index[e["name"]]] = _merge_vehicle(out[index[e["name"]]], e)
+            else:
+                out.append(e)
+        return out
+    return over
 
 
 def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "model",
@@ -791,6 +823,9 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
         if key not in _SECTIONS:
             raise ModelError(f"{source}: unknown section {key!r}; allowed: "
                              f"{', '.join(sorted(_SECTIONS))}")
+    if "vehicle" in data:
+        # vehicle templates: expanded into ordinary sections first (workbench.model.vehicle)
+        data = expand_document(data, source, options)
     head = data.get("model", {})
     probe = _Ctx(source, Model("?"))
     _check_keys(probe, head, "[model]", set(), _MODEL_KEYS)
