@@ -60,10 +60,11 @@ REPRODUCTIONS = {
     "five-bar": ("seed 001 Table 1", "Five-bar mechanism: gradients of psi1-psi3"),
     "buggy-step": ("seed 001 Table 2", "Buggy vehicle, step descent: gradients of psi"),
     "buggy-dlc": ("seed 001 Table 3", "Buggy vehicle, double lane change: gradients of psi"),
+    "penalty": ("seed 003 Tables 1-4", "Penalty formulation: the four Jacobian methods"),
 }
 #: the model of each reproduction report (its reconstruction label)
 REPRODUCTION_MODEL = {"five-bar": "five-bar", "buggy-step": "buggy-step",
-                      "buggy-dlc": "buggy-dlc"}
+                      "buggy-dlc": "buggy-dlc", "penalty": "spatial-four-bar"}
 #: captions of the study figures (``studies.core.write_report``), by file name
 STUDY_FIGURES = {
     "history.png": "Objective J at each evaluation of the optimiser (0: the starting "
@@ -83,6 +84,9 @@ RECONSTRUCTION_TEXT = {
              "official IFToMM data are not available, so the published column (seed 001 "
              "Tables 2-3, for the official vehicle) is shown beside ours and only the sign "
              "pattern is a plausibility check.",
+    "penalty": "The spatial four-bar, the four-bar grids and the coach are rebuilt from "
+               "seed 003's descriptions (its figures and data are missing), and its tables "
+               "are not available: its qualitative findings are quoted beside our numbers.",
 }
 #: a table cell that holds a number (with an optional bound sign, exponent or percent sign)
 _NUMBER = re.compile(r"^[<>]?\s*[-+\u2212]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*%?$"
@@ -373,7 +377,7 @@ def discover(root) -> list[Page]:
     for name, (table, what) in REPRODUCTIONS.items():
         md = root / name / "report.md"
         if md.is_file():
-            kind = "five-bar" if name == "five-bar" else "buggy"
+            kind = name if name in ("five-bar", "penalty") else "buggy"
             pages.append(Page(md, md.with_suffix(".html"), _title(md, what), "Reproductions",
                               f"{name} ({table[9:]})",
                               f"workbench reproduce {name}{_out_flag(root)}",
