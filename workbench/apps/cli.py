@@ -439,7 +439,13 @@ def _add_common_sim_args(p):
                         "global: global Matrix-R formulation in natural coordinates (same "
                         "independent coordinates); multipliers, multipliers-origin: the "
                         "semi-recursive equations with the loop closures solved by Lagrange "
-                        "multipliers and Baumgarte stabilisation (seed 000; simulation only)")
+                        "multipliers and Baumgarte stabilisation (seed 000; simulation only); "
+                        "penalty: loops closed by penalty forces, seed 003 (--penalty)")
+    p.add_argument("--penalty", action="append", default=None, metavar="KEY=VALUE",
+                   help="an option of the penalty formulation (repeatable): alpha=1e8, "
+                        "jacobian=nd|nd-colored|exact|exact-colored, reuse=3, "
+                        "projection=tangent|none, predictor=previous|zero|extrapolated "
+                        "(docs/penalty.md)")
 
 
 def _add_simulate(sub):
@@ -943,6 +949,30 @@ def _quiet_numba() -> None:
 EXIT_OK, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 3, 130
 
 
+def _penalty_settings(items) -> dict:
+    """``--penalty KEY=VALUE`` options as a dict (numbers where the option is one; the
+    values are checked by :func:`workbench.integrators.simulation.penalty_options`)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--penalty {item!r}: expected KEY=VALUE, e.g. alpha=1e9")
+        key = key.strip()
+        if key == "alpha":
+            try:
+                out[key] = float(value)
+            except ValueError:
+                raise CLIError(f"--penalty alpha={value!r}: not a number") from None
+        elif key == "reuse":
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise CLIError(f"--penalty reuse={value!r}: not an integer") from None
+        else:
+            out[key] = value.strip()
+    return out
+
+
 def main(argv=None) -> int:
     """Run the CLI; returns the exit status (:data:`EXIT_OK` ... :data:`EXIT_INTERRUPTED`)."""
     parser = build_parser()
@@ -951,6 +981,10 @@ def main(argv=None) -> int:
     _quiet_numba()
     watch_compilation()
     try:
+        if getattr(args, "penalty", None):
+            from workbench.integrators.simulation import run_settings
+            with run_settings(penalty=_penalty_settings(args.penalty)):
+                return int(args.func(args) or 0)
         return int(args.func(args) or 0)
     except (WorkbenchError, ValueError, CLIError, OSError) as exc:
         if args.traceback:

@@ -683,9 +683,12 @@ def _run_partitioned(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
 #: * ``reuse``: ``J`` serves this many Newton iterations (the seed: 3), re-evaluated at the
 #:   first iteration of every step;
 #: * ``projection``: ``"tangent"`` the velocity and acceleration projections of eqs 24-26
-#:   with the last factorisation, ``"none"`` the trapezoidal velocities and accelerations.
+#:   with the last factorisation, ``"none"`` the trapezoidal velocities and accelerations;
+#: * ``predictor``: the first Newton iterate of a step's accelerations: ``"previous"`` (the
+#:   seed's suggestion ``z_k + h zd_k + h^2/2 zdd_k``), ``"zero"`` or ``"extrapolated"``
+#:   (``2 zdd_k - zdd_{k-1}``).
 PENALTY_DEFAULT = {"alpha": 1.0e8, "jacobian": "exact-colored", "reuse": 3,
-                   "projection": "tangent"}
+                   "projection": "tangent", "predictor": "previous"}
 PENALTY_OPTIONS = contextvars.ContextVar("workbench_penalty", default=PENALTY_DEFAULT)
 
 
@@ -713,6 +716,9 @@ def penalty_options(options: dict | None) -> dict:
     if out["projection"] not in ("tangent", "none"):
         raise OptionError(f"penalty option projection = {out['projection']!r}; choose "
                           "'tangent' or 'none'")
+    if out["predictor"] not in TZ.PREDICTORS:
+        raise OptionError(f"penalty option predictor = {out['predictor']!r}; choose one of "
+                          f"{sorted(TZ.PREDICTORS)}")
     return out
 
 
@@ -758,7 +764,8 @@ def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_to
     st, step, t, value, bad = TZ.integrate_penalty(
         cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, ev.z, ev.zd,
         opts["alpha"], PK.J_METHODS[opts["jacobian"]], color, ncolor, pattern, opts["reuse"],
-        1 if opts["projection"] == "tangent" else 0, newton_tol, newton_maxit, T, Z, ZD, ZDD,
+        1 if opts["projection"] == "tangent" else 0, TZ.PREDICTORS[opts["predictor"]],
+        newton_tol, newton_maxit, T, Z, ZD, ZDD,
         viol, vviol, E, iters, nj, nev, progress)
     wall = _time.perf_counter() - start
     ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0

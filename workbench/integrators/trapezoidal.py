@@ -837,17 +837,23 @@ def integrate_multipliers(ma, p, form, t0, h, nsteps, z0, zd0, alpha, beta, newt
 # the penalty loop (seed 003 eqs 14-26)
 # ----------------------------------------------------------------------------------------
 
+#: predictors of the first Newton iterate of the penalty loop (``predictor`` option)
+PREDICTORS = {"previous": 0, "zero": 1, "extrapolated": 2}
+
 
 @njit(cache=True, nogil=True)
 def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color, ncolor,
-                      pattern, reuse, projection, newton_tol, newton_maxit, T_out, Z_out,
+                      pattern, reuse, projection, predictor, newton_tol, newton_maxit, T_out,
+                      Z_out,
                       ZD_out, ZDD_out, VIOL_out, VVIOL_out, E_out, IT_out, NJ_out, NEV_out,
                       progress):
     """Fixed-step implicit trapezoidal rule on all coordinates with the loops closed by
     penalty forces (:mod:`workbench.formulations.penalty.kernels`, seed 003 eqs 14-26).
 
-    Unknown ``a = zdd_{k+1}`` (predictor: the previous accelerations, i.e. ``z = z_k + h
-    zd_k + h^2/2 zdd_k``); Newton-Raphson on ``r = tau(z, zd, a) + Phi_z^T alpha Phi``
+    Unknown ``a = zdd_{k+1}``; ``predictor`` of its first iterate (:data:`PREDICTORS`): 0
+    the previous accelerations (``z = z_k + h zd_k + h^2/2 zdd_k``), 1 zero accelerations,
+    2 the linear extrapolation ``2 zdd_k - zdd_{k-1}`` (the previous ones at the first
+    step); Newton-Raphson on ``r = tau(z, zd, a) + Phi_z^T alpha Phi``
     (eq 17) with the tangent ``T`` of eq 20 refactorised at every iteration and ``J = [K C]``
     re-evaluated every ``reuse`` iterations (counted from the first iteration of each step)
     by ``method`` (:data:`~workbench.formulations.penalty.kernels.J_METHODS`; ``color``,
@@ -910,7 +916,13 @@ def integrate_penalty(ma, p, form, t0, h, nsteps, z0, zd0, alpha, method, color,
         zn[:] = Z_out[k - 1]
         zdn[:] = ZD_out[k - 1]
         an[:] = ZDD_out[k - 1]
-        a[:] = an
+        if predictor == 1:
+            a[:] = 0.0
+        elif predictor == 2 and k >= 2:
+            for i in range(n):
+                a[i] = 2.0 * an[i] - ZDD_out[k - 2, i]
+        else:
+            a[:] = an
         converged = False
         it = 0
         nj = 0
