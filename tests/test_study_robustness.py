@@ -199,7 +199,11 @@ def test_ctrl_c_on_the_command_line_stops_with_130_and_a_reportable_recording(tm
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "workbench.apps.cli", "study", "five-bar-design", "--t-end",
            str(T_END), "--maxiter", "30", "--no-fd-comparison", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child: a runner that ignores it (a background job of a
+    # shell without job control) would otherwise pass SIG_IGN on, and Python installs no
+    # KeyboardInterrupt handler over an ignored signal
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     db = out / "five-bar-design" / "cases.db"
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:

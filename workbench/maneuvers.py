@@ -19,9 +19,12 @@ which solves position problems)::
 
 Kinds (:data:`MANEUVERS`; docs/maneuvers.md): ``iso3888-1`` (double lane change),
 ``iso3888-2`` (obstacle avoidance), ``slalom``, ``sine-steer``, ``step-steer``,
-``constant-radius``.  Every steering input is OPEN LOOP: a prescribed C2 function of time
-(sums of quintic steps, or one quintic ramp) on the steering coordinate; no path-following
-driver is built (that would need a new force element in the kernels).  Wheel-steer angles
+``constant-radius``.  By default every steering input is OPEN LOOP: a prescribed C2
+function of time (sums of quintic steps, or one quintic ramp) on the steering coordinate.
+``driver="path"`` (``iso3888-1``, ``iso3888-2``, ``slalom``) steers CLOSED LOOP instead: the
+steering drive is removed and a path follower (:meth:`Model.path_follower`, a stateless
+pure-pursuit servo on the steering coordinate, :func:`_install_path_driver`) follows the
+maneuver's centre line, given as quintic steps in x.  Wheel-steer angles
 are mapped to the steering coordinate through the linkage ratio ``G = d(wheel steer) /
 d(steering coordinate)`` measured on the model by :func:`steering_geometry` (position
 problem solved at +- a small travel), unless the option ``ratio`` states it.
@@ -54,10 +57,11 @@ import numpy as np
 from workbench.errors import ModelError
 from workbench.model import files
 from workbench.model.builder import Model
-from workbench.model.elements import Drive, Road, TimeFunction, numeric_value
+from workbench.model.elements import COORD_SUFFIX, GROUND, Drive, Road, TimeFunction, numeric_value
 from workbench.model.units import UNITS, dimension_of
 
-__all__ = ["maneuver", "steering_geometry", "path_radius", "MANEUVERS", "quintic_steps"]
+__all__ = ["maneuver", "steering_geometry", "steering_inertia", "path_radius", "MANEUVERS",
+           "PATH_KINDS", "quintic_steps"]
 
 #: wheel-steer travel used to measure the linkage ratio (rad of wheel steer, mapped to the
 #: coordinate through a first estimate; about the buggy's 0.1 mm of rack travel)
@@ -216,7 +220,8 @@ def steering_geometry(model: Model, drive: str | None = None, kind: str = "?") -
             "ratio_unit": f"rad/{unit}",
             "steered": [t[0] for t, s in zip(tires, steered) if s],
             "wheelbase": wheelbase, "x_front": float(np.mean(xs[steered])),
-            "track": float(ys.max() - ys.min()), "probe": eps}
+            "track": float(ys.max() - ys.min()), "y_mid": float(0.5 * (ys.max() + ys.min())),
+            "probe": eps}
 
 
 # ----------------------------------------------------------------------------------------
@@ -305,10 +310,10 @@ def _set_param(m: Model, name, si_value, unit, provenance, keep):
 class _Ctx:
     """Options resolved for one application of a maneuver."""
 
-    def __init__(self, kind, m: Model, options: dict, keep: set, spec):
+    def __init__(self, kind, m: Model, options: dict, keep: set, spec, extra=()):
         self.kind, self.m, self.keep = kind, m, keep
         self.options = {}
-        known = {o.key: o for o in _COMMON + spec.options}
+        known = {o.key: o for o in _COMMON + spec.options + tuple(extra)}
         for key, val in options.items():
             if key not in known:
                 raise _err(kind, f"unknown option {key!r}; known: "
@@ -317,6 +322,8 @@ class _Ctx:
         self.known = known
         self.derived = {}
         self.pinned = []
+        self.driver = "open-loop"
+        self.path_steps = []
 
     def value(self, key, default=None, text_default=""):
         """An option's SI value: given > kept parameter > default; its parameter (if
@@ -403,6 +410,12 @@ def _lane_changes(c: _Ctx, g: dict, v: float, prefix_t: tuple, prefix_a: tuple, 
                                 g["ratio_unit"]))
         steps += [[names[0], names[1], an], [names[1], names[2], [an, -2.0]],
                   [names[2], names[3], an]]
+        if c.driver == "path":
+            yn = f"{tn}_Y"
+            c.derive(yn, Y, "m", "lateral offset of lane change %d of the driver's path "
+                     "(%s), a quintic step over x = %.4g .. %.4g m (the transition)"
+                     % (k + 1, why, x_start, x_start + length))
+            c.path_steps.append([float(x_start), float(x_start + length), yn])
     return TimeFunction.from_spec({"type": "steps", "initial": 0.0, "steps": steps})
 
 
@@ -483,6 +496,15 @@ def _slalom(c: _Ctx, g: dict, v: float):
     steps = [(a, b, dy * delta / g["ratio"]) for a, b, dy in unit_steps]
     fn = TimeFunction.from_spec({"type": "steps", "initial": 0.0,
                                  "steps": _bound_steps(steps, "slalom_steer", A)})
+    if c.driver == "path":
+        # the path through the peaks of the kinematic path, at the front axle's x when
+        # each is reached at v0, about the line y = 0: quintic steps in x, amplitude
+        # bound to slalom_amplitude
+        xs = [g["x_front"] + v * tp for tp in peaks]
+        xsteps = _peaks_to_steps(g["x_front"] + v * t0, xs, vals,
+                                 g["x_front"] + v * (t0 + (n + 2) * H))
+        c.path_steps.extend([float(a), float(b), ["slalom_amplitude", float(dy)]]
+                            for a, b, dy in xsteps)
     y = delta * y_unit
     axis = float(np.mean(y[1:-1]))
     cones = [[g["x_front"] + v * (tp - 0.0), axis] for tp in peaks[1:-1]]
@@ -608,12 +630,156 @@ MANEUVERS: dict[str, Spec] = {
 
 
 # ----------------------------------------------------------------------------------------
+# the closed-loop driver (driver="path"): a path follower on the chassis
+# ----------------------------------------------------------------------------------------
+
+#: the maneuvers that can be driven by the path follower
+PATH_KINDS = ("iso3888-1", "iso3888-2", "slalom")
+DRIVERS = ("open-loop", "path")
+
+_DRIVER_OPTS = (
+    Option("preview", "length", None, "driver_preview", "m",
+           "distance of the driver's preview point ahead of the front axle (on the "
+           "vehicle's centre line, at ground level); default max(L, 0.6 s x v0): a "
+           "look-ahead time of about 0.6 s, our choice, tuned on the buggy"),
+    Option("servo_frequency", "dimensionless", 20.0, None, None,
+           "natural frequency (Hz) of the steering servo on the steering coordinate's "
+           "own inertia (20 Hz: fast compared with the vehicle's yaw and lateral modes, "
+           "~1 Hz; our choice)"),
+    Option("servo_damping", "dimensionless", 1.0, None, None,
+           "damping ratio of the steering servo (1: critically damped)"),
+)
+
+
+def _model_pose(model: Model, dr, travel: float, bodies):
+    """Per body of ``bodies``: (centre of mass, rotation matrix) in the configuration
+    of ``model`` with the steering drive held at ``travel`` (positions solved)."""
+    from workbench.formulations.semirecursive.state import state_terms
+    from workbench.integrators.result_kinematics import point_history
+
+    m = copy.deepcopy(model)
+    m.drives[dr.name] = Drive(dr.name, dr.joint, TimeFunction.constant(float(travel)),
+                              dr.index)
+    cm = m.compile()
+    z = state_terms(cm, 0.0).z[None, :]
+    zero = np.zeros_like(z)
+    vals = {n: p.si_value for n, p in model.parameters.items()}
+    out = {}
+    for b in bodies:
+        com = np.array([numeric_value(x, vals, f"body {b} com")
+                        for x in model.bodies[b].com], float)
+        pts = [com] + [com + e for e in np.eye(3)]
+        xs = [point_history(cm, z, zero, zero, b, q)[0][0] for q in pts]
+        R = np.column_stack([xs[i + 1] - xs[0] for i in range(3)])
+        out[b] = (np.asarray(xs[0], float), R)
+    return out
+
+
+def _body_inertia(model: Model, b: str) -> tuple:
+    vals = {n: p.si_value for n, p in model.parameters.items()}
+    body = model.bodies[b]
+    mass = numeric_value(body.mass, vals, f"body {b} mass")
+    J = [numeric_value(x, vals, f"body {b} inertia") for x in body.inertia]
+    if len(J) == 3:
+        Jm = np.diag(J)
+    else:
+        J00, J11, J22, J01, J02, J12 = J
+        Jm = np.array([[J00, J01, J02], [J01, J11, J12], [J02, J12, J22]])
+    return float(mass), Jm
+
+
+def steering_inertia(model: Model, drive: str | None = None, kind: str = "?") -> float:
+    """The steering coordinate's own inertia (kg for a rack, kg*m^2 for a lever): twice
+    the kinetic energy of the vehicle per squared unit rate of the steering coordinate,
+    the other degrees of freedom held (the velocities of every body from central
+    differences of the position problem at +- a small travel, as
+    :func:`steering_geometry`)."""
+    dr, unit = _steering_drive(model, drive, kind)
+    eps = _PROBE_STEER / 8.0 if unit == "m" else _PROBE_STEER
+    bodies = [b for b in model.bodies if b != GROUND]
+    plus = _model_pose(model, dr, eps, bodies)
+    minus = _model_pose(model, dr, -eps, bodies)
+    total = 0.0
+    for b in bodies:
+        mass, J = _body_inertia(model, b)
+        v = (plus[b][0] - minus[b][0]) / (2 * eps)
+        Rp, Rm = plus[b][1], minus[b][1]
+        Rd = (Rp - Rm) / (2 * eps)
+        R = 0.5 * (Rp + Rm)
+        W = Rd @ R.T                        # [omega]x per unit rate (global)
+        w = np.array([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]]) / 2
+        Jg = R @ J @ R.T
+        total += mass * float(v @ v) + float(w @ Jg @ w)
+    return total
+
+
+def _install_path_driver(c: "_Ctx", m: Model, dr, g: dict, v: float, body: str):
+    """Remove the steering drive (the coordinate becomes a degree of freedom) and add the
+    path follower ``driver`` on ``body`` for the path ``c.path_steps`` (quintic steps in
+    x): preview point, pure-pursuit gain and servo parameters as derived parameters."""
+    kind = c.kind
+    if body not in m.bodies or body == GROUND:
+        raise _err(kind, f"option 'driver_body': the model {m.name!r} has no body {body!r}")
+    if "driver" in m.path_followers:
+        raise _err(kind, "the model already has a path follower named 'driver'")
+    L, G, unit = g["wheelbase"], g["ratio"], g["unit"]
+    d = c.value("preview", max(L, 0.6 * v),
+                ": max(L, 0.6 s x v0) = max(%.4g m, %.4g m)" % (L, 0.6 * v))
+    ld = L + d
+    gain = 2.0 * L / (ld * ld) / G
+    c.derive("driver_gain", gain, "1" if unit == "m" else None,
+             "steering-coordinate command per metre of lateral error of the preview point "
+             "(%s/m): pure pursuit on the kinematic bicycle model, wheel steer = L kappa "
+             "with the curvature kappa = 2 e / l_d^2 of the arc to the goal point at the "
+             "look-ahead distance l_d = L + preview = %.6g m from the rear axle (L = %.6g m "
+             "measured wheelbase), divided by the linkage ratio G = %.6g %s "
+             "(workbench.maneuvers.steering_geometry): 2 L / (l_d^2 G)"
+             % (unit, ld, L, G, g["ratio_unit"]))
+    I_eff = steering_inertia(m, dr.name, kind)
+    f = c.value("servo_frequency")
+    zeta = c.value("servo_damping")
+    w = 2.0 * math.pi * f
+    ks, cs = (("N/m", "N*s/m") if unit == "m" else ("N*m/rad", "N*m*s/rad"))
+    iu = "kg" if unit == "m" else "kg*m^2"
+    c.derive("driver_k", I_eff * w * w, ks,
+             "steering servo stiffness I w^2: the steering coordinate's own inertia I = "
+             "%.6g %s (kinetic energy of the vehicle per squared unit rate of the steering "
+             "coordinate, the other coordinates held: workbench.maneuvers.steering_inertia) "
+             "and w = 2 pi %.4g Hz" % (I_eff, iu, f))
+    c.derive("driver_c", 2.0 * zeta * I_eff * w, cs,
+             "steering servo damping 2 zeta I w (zeta = %.4g, I = %.6g %s, w = 2 pi %.4g "
+             "Hz)" % (zeta, I_eff, iu, f))
+    # the preview point: `preview` ahead of the front axle on the centre line of the
+    # tires, on the ground, in the body frame of `body` (its start pose)
+    pose = _model_pose(m, dr, 0.0, [body])[body]
+    vals = {n: p.si_value for n, p in m.parameters.items()}
+    com_local = np.array([numeric_value(x, vals, f"body {body} com")
+                          for x in m.bodies[body].com], float)
+    target = np.array([g["x_front"] + d, g["y_mid"], 0.0])
+    local = com_local + pose[1].T @ (target - pose[0])
+    del m.drives[dr.name]
+    if m.dof_spec:
+        name = dr.joint + COORD_SUFFIX[m.joints[dr.joint].type][dr.index]
+        if name not in m.dof_spec:
+            m.dof_spec = list(m.dof_spec) + [name]
+    path = TimeFunction.from_spec({"type": "steps", "initial": 0.0,
+                                   "steps": c.path_steps})
+    m.path_follower("driver", body, [float(x) for x in local], dr.joint, path,
+                    gain="driver_gain", stiffness="driver_k", damping="driver_c",
+                    index=dr.index)
+    return {"body": body, "preview": d, "lookahead": ld, "preview_point": list(local),
+            "gain": gain, "inertia": I_eff, "servo_frequency": f, "servo_damping": zeta,
+            "path_steps": [list(row) for row in c.path_steps]}
+
+
+# ----------------------------------------------------------------------------------------
 # applying a maneuver
 # ----------------------------------------------------------------------------------------
 
 
 def maneuver(model, kind: str, keep=(), keep_meta=(), drive: str | None = None,
-             road: str = "flat", **options) -> Model:
+             road: str = "flat", driver: str = "open-loop", driver_body: str = "chassis",
+             **options) -> Model:
     """A copy of ``model`` (a Model or a shipped model name) driven through the maneuver
     ``kind`` (:data:`MANEUVERS`): the steering drive (``drive``, default ``"steering"``)
     gets the maneuver's open-loop time function, the initial speed is set (every initial
@@ -627,7 +793,14 @@ def maneuver(model, kind: str, keep=(), keep_meta=(), drive: str | None = None,
     and those of the kind (docs/maneuvers.md); numbers in SI units or ``{"value": ..,
     "unit": ..}``.  ``keep``: parameter names whose values in ``model`` win over defaults
     and derived values; ``keep_meta``: meta keys (``t_end``, ``dt``) likewise.  Bad
-    options raise :class:`~workbench.errors.ModelError` naming the maneuver and option."""
+    options raise :class:`~workbench.errors.ModelError` naming the maneuver and option.
+
+    ``driver="path"`` (``iso3888-1``, ``iso3888-2``, ``slalom``; default ``"open-loop"``)
+    steers CLOSED LOOP instead: the steering drive is removed (the steering coordinate
+    becomes a degree of freedom) and a path follower ``driver``
+    (:meth:`Model.path_follower`) on ``driver_body`` follows the maneuver's centre line
+    (quintic steps in x); options ``preview``, ``servo_frequency``, ``servo_damping``
+    (docs/maneuvers.md)."""
     if isinstance(model, str):
         from workbench.model.catalog import load
         model = load(model)
@@ -640,9 +813,17 @@ def maneuver(model, kind: str, keep=(), keep_meta=(), drive: str | None = None,
         raise _err(kind, f"option 'drive' must be a drive name, got {drive!r}")
     if road not in ("flat", "keep"):
         raise _err(kind, f"option 'road' must be 'flat' or 'keep', got {road!r}")
+    if driver not in DRIVERS:
+        raise _err(kind, f"option 'driver' must be one of {', '.join(DRIVERS)}, got "
+                         f"{driver!r}")
+    if driver == "path" and kind not in PATH_KINDS:
+        raise _err(kind, f"option 'driver': the path follower drives "
+                         f"{', '.join(PATH_KINDS)}; {kind!r} is an open-loop input")
     spec = MANEUVERS[kind]
     m = copy.deepcopy(model)
-    c = _Ctx(kind, m, options, set(keep), spec)
+    c = _Ctx(kind, m, options, set(keep), spec,
+             _DRIVER_OPTS if driver == "path" else ())
+    c.driver = driver
     if "speed" not in c.options:
         c.keep.add("v0")                   # the model's own v0 (value and provenance)
     dr, _unit = _steering_drive(m, drive, kind)
@@ -675,6 +856,9 @@ def maneuver(model, kind: str, keep=(), keep_meta=(), drive: str | None = None,
 
     fn, t_end, extra = spec.build(c, g, v)
     m.drives[dr.name] = Drive(dr.name, dr.joint, fn, dr.index)
+    driver_meta = None
+    if driver == "path":
+        driver_meta = _install_path_driver(c, m, dr, g, v, driver_body)
     if road == "flat" and m.road_spec is not None and m.road_spec.steps:
         m.road_spec = Road(m.road_spec.z0, [], f"flat at the base height of the vehicle "
                            f"file's road (its {len(m.road_spec.steps)} step(s) removed by "
@@ -696,7 +880,10 @@ def maneuver(model, kind: str, keep=(), keep_meta=(), drive: str | None = None,
         "ratio": g["ratio"], "ratio_unit": g["ratio_unit"], "wheelbase": g["wheelbase"],
         "steered": g["steered"], "x_front": g["x_front"], "track": g["track"],
         "derived": dict(c.derived), "pinned": sorted(set(c.pinned)),
-        "speed_controls": speed_held, "road": road, "open_loop": True, **extra}
+        "speed_controls": speed_held, "road": road, "open_loop": driver == "open-loop",
+        "driver": driver, **extra}
+    if driver_meta is not None:
+        m.meta["maneuver"]["path_driver"] = _plain(driver_meta)
     return m
 
 

@@ -197,13 +197,18 @@ class _Builder:
         self.vc_body.append(self.body_index[body])
         return len(self.vectors) - 1
 
-    def time_function(self, tf: TimeFunction, ydim, where: str) -> int:
+    def time_function(self, tf: TimeFunction, ydim, where: str, argdim=None) -> int:
         """Index of a new time function whose coefficients are fields of ``p`` (consecutive,
         in the order of :meth:`TimeFunction.fields`); ``ydim``: the dimension of the
         function's value (the coordinate of a drive, the force or torque of a load);
-        ``where`` names the element in errors."""
+        ``where`` names the element in errors.  ``argdim``: the dimension of the argument
+        when it is not a time (a path ``y(x)``: ``"length"``; the sine's ``omega`` is then
+        per unit of the argument, unchecked)."""
         dims = {"y": ydim, "time": ("time",), "omega": ("angular_velocity",),
                 "phase": ("angle", "dimensionless"), "free": None}
+        if argdim is not None:
+            dims["time"] = (argdim,)
+            dims["omega"] = None
         first = len(self.const)
         lins = [self.named_lin(v, dims[role], f"{where} function {label}")
                 for label, v, role in tf.fields()]
@@ -734,6 +739,34 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
                                       ww + " share"))
         conservative = False
 
+    # ---- path followers (stateless steering servo, workbench.kernels.tree.applied_forces):
+    # preview point, steering coordinate, path y(x), first of the fields (gain, stiffness,
+    # damping)
+    pf_pt, pf_coord, pf_tf, pf_fld = [], [], [], []
+    for pf in model.path_followers.values():
+        w = f"path follower {pf.name!r}"
+        if pf.body == GROUND:
+            raise ModelError(f"{w}: the preview body cannot be the ground")
+        c_ = coord_of(pf.joint, pf.index, w)
+        for dr in model.drives.values():
+            if dr.joint == pf.joint and int(dr.index) == pf.index:
+                raise ModelError(f"{w}: coordinate {pf.index} of joint {pf.joint!r} is "
+                                 f"driven by drive {dr.name!r}; a path follower steers a "
+                                 f"free coordinate")
+        pf_pt.append(B.point(pf.body, pf.point, w + " point"))
+        pf_coord.append(c_)
+        pf_tf.append(B.time_function(pf.path, "length", w + " path", argdim="length"))
+        lins = [B.lin(pf.gain, None, w + " gain"),
+                B.lin(pf.stiffness, "joint_stiffness", w + " stiffness"),
+                B.lin(pf.damping, "joint_damping", w + " damping")]
+        for key, lv in zip(("stiffness", "damping"), lins[1:]):
+            if not lv.terms and lv.const < 0.0:
+                raise ModelError(f"{w} {key}: must be non-negative, got {lv.const!r}")
+        pf_fld.append(B.add_field(lins[0], w + " gain"))
+        B.add_field(lins[1], w + " stiffness")
+        B.add_field(lins[2], w + " damping")
+        conservative = False
+
     # ---- tire-ground contacts and road (the fields of each are consecutive in p)
     ty_pt, ty_vc, ty_par, ty_law = [], [], [], []
     tire_dims = ("length", "stiffness", "damping", "dimensionless", "velocity", "length",
@@ -856,6 +889,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         sc_pt=i64(sc_pt), sc_vc=i64(sc_vc), sc_tf=i64(sc_tf), sc_fld=i64(sc_fld),
         sw_sc=i64(sw_sc), sw_body=i64(sw_body), sw_carrier=i64(sw_carrier),
         sw_vc=i64(sw_vc), sw_fld=i64(sw_fld),
+        pf_pt=i64(pf_pt), pf_coord=i64(pf_coord), pf_tf=i64(pf_tf), pf_fld=i64(pf_fld),
     )
     point_index = {f"{b}.{pn}": k for (b, pn), k in B.points.items()}
     z_guess = np.asarray(z_guess, dtype=float)

@@ -147,6 +147,9 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
         elif t == MS.MS_COORD:
             coord_measured.add(int(a))
     spring_coords = set(int(c) for c in np.asarray(ma.js_coord))
+    # a path follower's servo acts on its coordinate and reads its preview point
+    spring_coords.update(int(c) for c in np.asarray(ma.pf_coord))
+    used_pts.update(int(k) for k in np.asarray(ma.pf_pt))
     pt_body, pt_fld = np.asarray(ma.pt_body), np.asarray(ma.pt_fld)
     vc_body, vc_val = np.asarray(ma.vc_body), np.asarray(ma.vc_val)
     for col in range(d):

@@ -94,6 +94,9 @@ ModelArraysTuple = namedtuple(
         # body (-1: ground), spin-axis vector, share field
         "sc_pt", "sc_vc", "sc_tf", "sc_fld",
         "sw_sc", "sw_body", "sw_carrier", "sw_vc", "sw_fld",
+        # path followers (stateless steering servo): preview point, steering coordinate,
+        # path y(x) time function, first of the fields (gain, stiffness, damping)
+        "pf_pt", "pf_coord", "pf_tf", "pf_fld",
     ],
 )
 

@@ -950,6 +950,28 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                 dnb[b, i] += dF[i]
     for s in range(ma.sc_pt.shape[0]):
         speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, _b3, dnb)
+    # path followers: Q_c = k (-g e - z_c) - c zd_c, e = y_P - f(x_P; p):
+    # de = dy_P - f'(x_P) dx_P - df/dp (dx_P: point_position_t; df/dp: time_function_t at
+    # the argument x_P), dQ_c = dk (-g e - z_c) + k (-dg e - g de - dz_c) - dc zd_c - c dzd_c
+    for s in range(ma.pf_pt.shape[0]):
+        k1 = ma.pf_pt[s]
+        x1 = _b3[4]
+        dx1 = _b3[5]
+        K.point_position(ma, p, A, r, k1, x1)
+        point_position_t(ma, p, dp, A, r, th, dr, k1, x1, dx1)
+        fpath, fx, _ = K.time_function(ma, p, ma.pf_tf[s], x1[0])
+        o = ma.pf_fld[s]
+        c_ = ma.pf_coord[s]
+        g = p[o]
+        kk = p[o + 1]
+        e_ = x1[1] - fpath
+        de = dx1[1] - fx * dx1[0]
+        dQ = -kk * (g * de + dz[c_]) - p[o + 2] * dzd[c_]
+        if kin:
+            de_p = K.time_function_t(ma, p, dp, ma.pf_tf[s], x1[0])[0]
+            dQ += (dp[o + 1] * (-g * e_ - z[c_]) - kk * (dp[o] * e_ - g * de_p)
+                   - dp[o + 2] * zd[c_])
+        dQj[c_] += dQ
     if ma.ty_pt.shape[0] > 0:
         tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb)
 

@@ -1012,6 +1012,14 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
                 nb_[b, i] += sh * x2[i]
                 if cb >= 0:
                     nb_[cb, i] -= sh * x2[i]
+    for s in range(ma.pf_pt.shape[0]):
+        # path follower: lateral error e = y_P - f(x_P) of the preview point from the path
+        # y = f(x), commanded coordinate -gain e, servo Q_c += k (-gain e - z_c) - c zd_c
+        point_position(ma, p, A, r, ma.pf_pt[s], x1)
+        fpath = time_function(ma, p, ma.pf_tf[s], x1[0])[0]
+        o = ma.pf_fld[s]
+        c_ = ma.pf_coord[s]
+        Qj[c_] += p[o + 1] * (-p[o] * (x1[1] - fpath) - z[c_]) - p[o + 2] * zd[c_]
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
         e = _b3[9]

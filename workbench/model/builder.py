@@ -17,8 +17,9 @@ from workbench.forces.tire_mf import LAW_NAMES
 from workbench.kernels.scalar import cam_profile
 from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
                                       Body, CamRelation, CutJoint, Distance, Drive, Joint,
-                                      JointSpring, Load, Parameter, Road, SpeedControl, Spring,
-                                      TimeFunction, Tire, as_vec3, numeric_value, unit_vector)
+                                      JointSpring, Load, Parameter, PathFollower, Road,
+                                      SpeedControl, Spring, TimeFunction, Tire, as_vec3,
+                                      numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
 
@@ -119,6 +120,7 @@ class Model:
         self.loads: dict[str, Load] = {}
         self.tires: dict[str, Tire] = {}
         self.speed_controls: dict[str, SpeedControl] = {}
+        self.path_followers: dict[str, PathFollower] = {}
         self.road_spec: Road | None = None
         self.dof_spec: list | None = None
         self.objectives: dict[str, dict] = {}
@@ -128,7 +130,7 @@ class Model:
     def _new_name(self, name: str, kind: str):
         for table in (self.joints, self.cuts, self.distances, self.cams, self.drives,
                       self.springs, self.joint_springs, self.loads, self.tires,
-                      self.speed_controls):
+                      self.speed_controls, self.path_followers):
             if name in table:
                 raise ModelError(f"{kind} name {name!r} is already used in model {self.name!r}")
 
@@ -599,6 +601,40 @@ class Model:
         self.speed_controls[name] = SpeedControl(name, body, point, heading,
                                                  _function(speed, where + " speed"), gain,
                                                  torque_max, tuple(rows))
+        return name
+
+    def path_follower(self, name: str, body: str, point, joint: str, path, gain, stiffness,
+                      damping, index: int = 0) -> str:
+        """A stateless path-following steering driver (vehicle kit): the preview ``point``
+        P of ``body`` (e.g. on the chassis, some metres ahead of the front axle) and the
+        path ``y = f(x)`` in the ground plane (``path``: a time-function spec, a number, a
+        parameter or a table, evaluated at the ARGUMENT ``x_P``, in metres) give the
+        lateral error and the commanded steering coordinate
+
+            e = y_P - f(x_P),   delta_cmd = -gain e
+
+        and a servo on coordinate ``index`` of ``joint`` (the steering coordinate ``z_c``)
+        adds the generalised force ``Q_c = stiffness (delta_cmd - z_c) - damping zd_c``.
+        ``gain``: steering coordinate per metre (rad/m for a revolute steering joint,
+        m/m for a rack); ``stiffness``, ``damping``: like a joint spring of that joint
+        (N*m/rad, N*m*s/rad for a revolute joint, N/m, N*s/m for a prismatic one).  No
+        state is added; the law's exact derivatives (preview-point position, path slope,
+        the fields) enter the sweeps like any force, and the model is not conservative.
+        Every numeric argument and the path's coefficients may be parameters."""
+        self._new_name(name, "path follower")
+        self._body(body)
+        where = f"path follower {name!r}"
+        if body == GROUND:
+            raise ModelError(f"{where}: the preview body cannot be the ground")
+        if joint not in self.joints:
+            exc = UnknownNameError("joint", joint, self.joints)
+            exc.args = (f"{where} joint: {exc.args[0]}",) + tuple(exc.args[1:])
+            raise exc
+        if isinstance(index, bool) or int(index) != index or int(index) < 0:
+            raise ModelError(f"{where}: index must be a non-negative integer, got {index!r}")
+        self.path_followers[name] = PathFollower(name, body, point, joint,
+                                                 _function(path, where + " path"), gain,
+                                                 stiffness, damping, int(index))
         return name
 
     def torque(self, name: str, body: str, direction, function) -> str:

@@ -405,6 +405,24 @@ class SpeedControl:
 
 
 @dataclass
+class PathFollower:
+    """A stateless path-following steering servo (vehicle kit, driver): lateral error
+    ``e = y_P - f(x_P)`` of the preview ``point`` P of ``body`` from the path ``y = f(x)``
+    (a TimeFunction evaluated at the argument ``x_P``), commanded steering coordinate
+    ``delta = -gain e`` and the generalised force ``Q_c = stiffness (delta - z_c) - damping
+    zd_c`` on coordinate ``index`` of ``joint``."""
+    name: str
+    body: str
+    point: Any
+    joint: str
+    path: Any             # TimeFunction y = f(x) (m), argument x in m
+    gain: Any             # steering coordinate per m of lateral error
+    stiffness: Any        # like a joint spring of the joint
+    damping: Any
+    index: int = 0
+
+
+@dataclass
 class JointSpring:
     name: str
     joint: str

@@ -55,6 +55,8 @@ file; references to unknown bodies, points, joints or parameters raise
 optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air spring) and
 ``damper = {slopes = [...], knees = [...], width}`` (piecewise-linear damper).
 ``[[joint_springs]]``  -> ``Model.joint_spring(...)``: ``name, joint, k, c, q0, index``.
+``[[path_followers]]`` -> ``Model.path_follower(...)``: ``name, body, point, joint, path,
+gain, stiffness, damping, index`` (``path``: a time-function spec of ``y(x)``).
 ``[[forces]]``  -> ``Model.force(...)``: ``name, body, point, direction, function``.
 ``[[torques]]``  -> ``Model.torque(...)``: ``name, body, direction, function``.
 ``[[tires]]``  -> ``Model.tire(...)``: ``name, body, center`` (point name or coordinates),
@@ -182,6 +184,8 @@ _LIST_SECTIONS = {
                "coefficients"}),
     "speed_controls": ({"name", "body", "point", "heading", "speed", "wheels", "gain",
                         "torque_max"}, set()),
+    "path_followers": ({"name", "body", "point", "joint", "path", "gain", "stiffness",
+                        "damping"}, {"index"}),
 }
 _SECTIONS = ({"model", "parameters", "ground", "generator", "objectives", "road", "maneuver",
               "vehicle"}
@@ -1140,6 +1144,18 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
                _function(ctx, sc["speed"], where + " speed"), wheels,
                _field(ctx, sc["gain"], None, where + " gain"),
                _field(ctx, sc["torque_max"], "torque", where + " torque_max"))
+
+    for i, pf in enumerate(_entries(ctx, data, "path_followers")):
+        where = _where("path_followers", i, pf)
+        body = _body_name(ctx, pf["body"], where + " body")
+        joint = _joint_name(ctx, pf["joint"], where + " joint")
+        index = _index(ctx, pf.get("index", 0), joint, where + " index")
+        _guard(ctx, where, model.path_follower, _string(ctx, pf["name"], where + " name"),
+               body, _point(ctx, body, pf["point"], where + " point"), joint,
+               _function(ctx, pf["path"], where + " path"),
+               _field(ctx, pf["gain"], None, where + " gain"),
+               _field(ctx, pf["stiffness"], "joint_stiffness", where + " stiffness"),
+               _field(ctx, pf["damping"], "joint_damping", where + " damping"), index=index)
 
     if "road" in data:
         rd = data["road"]

@@ -119,6 +119,13 @@ def model_to_dict(model: "Model") -> dict:
              "speed": _out(s.speed.to_spec()), "wheels": [_out(list(w)) for w in s.wheels],
              "gain": _out(s.gain), "torque_max": _out(s.torque_max)}
             for s in model.speed_controls.values()]
+    if model.path_followers:
+        doc["path_followers"] = [
+            {"name": s.name, "body": s.body, "point": _out(s.point), "joint": s.joint,
+             "path": _out(s.path.to_spec()), "gain": _out(s.gain),
+             "stiffness": _out(s.stiffness), "damping": _out(s.damping),
+             "index": int(s.index)}
+            for s in model.path_followers.values()]
     if model.road_spec is not None:
         doc["road"] = {"z0": _out(model.road_spec.z0), "steps": _out(model.road_spec.steps)}
         if model.road_spec.provenance:

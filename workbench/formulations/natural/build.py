@@ -111,6 +111,10 @@ def build_global(cm) -> tuple:
         names_sc = ", ".join(repr(n) for n in cm.model.speed_controls)
         raise ModelError(f"speed control {names_sc}: needs a spatial model (global "
                          "formulation)")
+    if ma.pf_pt.shape[0] > 0:
+        names_pf = ", ".join(repr(n) for n in cm.model.path_followers)
+        raise ModelError(f"path follower {names_pf}: not available in the global (natural "
+                         "coordinate) formulation; use the semi-recursive one")
     bld = _Build()
     names = []
     eye = np.eye(3)

@@ -6,7 +6,8 @@ colouring, compressed ``B = J S``, recovery).
 projected on its column ``b_j``: it depends on the coordinates of the joints on the root
 path of every such body and, through a force element, of every body coupled to one of them.
 So the pattern is the union, over the **load groups** (each body alone; the two bodies of a
-point-to-point spring; the body, wheels and carriers of a speed controller), of ``S x S``
+point-to-point spring; the body, wheels and carriers of a speed controller; the preview body and the steered
+body of a path follower), of ``S x S``
 with ``S`` the coordinates on the root paths of the group's bodies; the same for the ``z``
 and the ``zd`` columns.  Tires, loads and joint springs act on one body or coordinate.
 """
@@ -43,7 +44,25 @@ def load_groups(ma) -> list[list[int]]:
                 if ma.sw_carrier[w] >= 0:
                     g.append(int(ma.sw_carrier[w]))
         groups.append(g)
+    # path followers: the preview point's body and the body of the steering joint (the
+    # servo force on the coordinate reads the preview point's position)
+    for s in range(ma.pf_pt.shape[0]):
+        groups.append([int(ma.pt_body[ma.pf_pt[s]]), _coord_body(ma, int(ma.pf_coord[s]))])
     return groups
+
+
+def _coord_body(ma, c: int) -> int:
+    """A body moved by coordinate ``c`` (outboard of its frame), or -1."""
+    frames = [f for f in range(ma.fr_coord.shape[0]) if int(ma.fr_coord[f]) == c]
+    if not frames:
+        return -1
+    for b in range(ma.b_frame.shape[0]):
+        f = int(ma.b_frame[b])
+        while f >= 0:
+            if f == frames[0]:
+                return b
+            f = int(ma.fr_parent[f])
+    return -1
 
 
 def jacobian_pattern(ma, n: int) -> np.ndarray:

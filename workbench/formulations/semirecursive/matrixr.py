@@ -480,6 +480,20 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         c_ = ma.js_coord[s]
         Kd[c_, c_] += p[ma.js_k[s]]
         Cd[c_, c_] += p[ma.js_c[s]]
+    # path followers: Q_c = k (-g (y_P - f(x_P)) - z_c) - c zd_c, so K[c, c] += k,
+    # C[c, c] += c and K[c, :] += k g (J_P[1, :] - f'(x_P) J_P[0, :])
+    for s in range(ma.pf_pt.shape[0]):
+        k1 = ma.pf_pt[s]
+        c_ = ma.pf_coord[s]
+        o = ma.pf_fld[s]
+        K.point_position(ma, p, A, r, k1, x1)
+        fx = K.time_function(ma, p, ma.pf_tf[s], x1[0])[1]
+        kg = p[o + 1] * p[o]
+        Kd[c_, c_] += p[o + 1]
+        Cd[c_, c_] += p[o + 2]
+        K.point_jacobian(ma, p, A, r, bcol, k1, J1)
+        for j in range(n):
+            Kd[c_, j] += kg * (J1[1, j] - fx * J1[0, j])
     nty = ma.ty_pt.shape[0]
     if nty > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
