@@ -199,6 +199,12 @@ def test_ctrl_c_on_the_command_line_stops_with_130_and_a_reportable_recording(tm
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "workbench.apps.cli", "study", "five-bar-design", "--t-end",
            str(T_END), "--maxiter", "30", "--no-fd-comparison", "--out", str(out)]
+    # the kernels the study uses compiled and cached first (a fresh checkout compiles them
+    # inside the child otherwise, and the run to interrupt should be the study itself)
+    warm_cmd = cmd[:cmd.index("--maxiter")] + ["--maxiter", "1", "--no-fd-comparison",
+                                               "--out", str(tmp_path / "warm")]
+    warm = subprocess.run(warm_cmd, capture_output=True, text=True, timeout=900)
+    assert warm.returncode == 0, warm.stderr
     # SIGINT at its default in the child: a runner that ignores it (a background job of a
     # shell without job control) would otherwise pass SIG_IGN on, and Python installs no
     # KeyboardInterrupt handler over an ignored signal
