@@ -6,10 +6,9 @@ colouring, compressed ``B = J S``, recovery).
 projected on its column ``b_j``: it depends on the coordinates of the joints on the root
 path of every such body and, through a force element, of every body coupled to one of them.
 So the pattern is the union, over the **load groups** (each body alone; the two bodies of a
-point-to-point spring; the body, wheels and carriers of a speed controller; the preview body and the steered
-body of a path follower), of ``S x S``
-with ``S`` the coordinates on the root paths of the group's bodies; the same for the ``z``
-and the ``zd`` columns.  Tires, loads and joint springs act on one body or coordinate.
+point-to-point spring; the body, wheels and carriers of a speed controller; the preview
+body and the steered body of a path follower), of ``S x S`` with ``S`` the coordinates on
+the root paths of the group's bodies; the same for the ``z`` and the ``zd`` columns.  Tires, loads and joint springs act on one body or coordinate.
 """
 
 from __future__ import annotations

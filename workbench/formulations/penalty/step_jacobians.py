@@ -1,5 +1,6 @@
 """Exact step Jacobians of the penalty formulation for the generic sweeps
-(:func:`workbench.sensitivities.sweeps.direct_block`, :func:`~workbench.sensitivities.sweeps.adjoint_block`).
+(:func:`workbench.sensitivities.sweeps.direct_block`,
+:func:`~workbench.sensitivities.sweeps.adjoint_block`).
 
 The differentiated discrete map is the trapezoidal rule on all ``n`` coordinates with the
 penalty residual and **without** the projections of eqs 24-26 (``projection = "none"``:
@@ -12,7 +13,8 @@ second derivatives of ``Q``)::
 (the consistent start of :func:`workbench.integrators.trapezoidal.integrate_penalty`).
 Their partial derivatives along a direction ``(dz, dzd, dp)``:
 
-* ``dtau`` by the forward-mode tangent kernels (:func:`~workbench.formulations.penalty.kernels.tau_tangent`);
+* ``dtau`` by the forward-mode tangent kernels
+  (:func:`~workbench.formulations.penalty.kernels.tau_tangent`);
 * the penalty term ``Phi_z^T alpha dPhi + dPhi_z^T alpha Phi``: ``dPhi`` is the level-0
   constraint tangent, and component ``j`` of ``dPhi_z^T w`` is ``w^T d(Phi_z e_j)``, the
   tangent of the level-1 constraint at the velocity ``zd = e_j`` minus that at ``zd = 0``
