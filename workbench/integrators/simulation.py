@@ -597,13 +597,10 @@ def _run_natural(cm, t0, dt, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxi
     return status, out
 
 
-#: the trapezoidal loop of each formulation family (:attr:`Formulation.family`)
-def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
-                     newton_maxit, resume, kofs, keep_states) -> SimulationResult:
-    """The multiplier loop (:func:`workbench.integrators.trapezoidal.integrate_multipliers`)
-    from the consistent initial state of the Matrix-R position and velocity problems (no
-    restarts and no kept states: :attr:`Formulation.checkpointing`,
-    :attr:`Formulation.keeps_states`)."""
+def _all_coordinate_start(cm, formulation, form, t0, zi0, zdi0, z0):
+    """The consistent initial state of the loops that integrate all joint coordinates
+    (multipliers, penalty): the Matrix-R position and velocity problems at ``t0`` (typed
+    errors; OptionError when a degree of freedom is not a joint coordinate)."""
     other = [nm for nm in cm.dof_names if nm not in cm.coord_names]
     if other:
         raise OptionError(f"model {cm.name!r}: formulation {formulation!r} needs degrees of "
@@ -615,6 +612,37 @@ def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
                            np.ascontiguousarray(z0, dtype=float), POS_TOL, POS_MAXIT)
     raise_for_status(cm, ev.status, float(t0), ev.err, ev.bad,
                      f"model {cm.name!r} (initial state)")
+    return ev
+
+
+def _all_coordinate_result(cm, formulation, dt, status, wall, T, Z, ZD, ZDD, viol, vviol, E,
+                           iters) -> SimulationResult:
+    """The result of a loop over all joint coordinates (its ``status = (st, step, t,
+    value, bad)`` raised as a typed error first): the degrees of freedom are columns of
+    the rows, every step a plain one."""
+    st, step, t, value, bad = status
+    ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
+                                                   else f", step {step}")
+    raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
+    cols = [cm.coordinate(nm) for nm in cm.dof_names]
+    steps = np.ones((len(T), 2), dtype=np.int64)
+    steps[0] = 0
+    return SimulationResult(
+        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD, zi=Z[:, cols],
+        zdi=ZD[:, cols], zddi=ZDD[:, cols], constraint_violation=viol,
+        velocity_violation=vviol, newton_iterations=iters,
+        energy=E if cm.conservative else None, step_kind=steps, coord_names=cm.coord_names,
+        dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall, compiled=cm)
+
+
+#: the trapezoidal loop of each formulation family (:attr:`Formulation.family`)
+def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                     newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """The multiplier loop (:func:`workbench.integrators.trapezoidal.integrate_multipliers`)
+    from the consistent initial state of the Matrix-R position and velocity problems (no
+    restarts and no kept states: :attr:`Formulation.checkpointing`,
+    :attr:`Formulation.keeps_states`)."""
+    ev = _all_coordinate_start(cm, formulation, form, t0, zi0, zdi0, z0)
     alpha, beta = (float(v) for v in BAUMGARTE.get())
     n, m, N = cm.n, cm.m, nsteps + 1
     T, Z, ZD, ZDD = np.zeros(N), np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
@@ -625,19 +653,9 @@ def _run_multipliers(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newto
     st, step, t, value, bad = TZ.integrate_multipliers(
         cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps, ev.z, ev.zd, alpha, beta,
         newton_tol, newton_maxit, T, Z, ZD, ZDD, L, viol, vviol, E, iters, progress)
-    wall = _time.perf_counter() - start
-    ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
-                                                   else f", step {step}")
-    raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
-    cols = [cm.coordinate(nm) for nm in cm.dof_names]
-    steps = np.ones((N, 2), dtype=np.int64)
-    steps[0] = 0
-    res = SimulationResult(
-        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD, zi=Z[:, cols],
-        zdi=ZD[:, cols], zddi=ZDD[:, cols], constraint_violation=viol,
-        velocity_violation=vviol, newton_iterations=iters,
-        energy=E if cm.conservative else None, step_kind=steps, coord_names=cm.coord_names,
-        dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall, compiled=cm)
+    res = _all_coordinate_result(cm, formulation, dt, (st, step, t, value, bad),
+                                 _time.perf_counter() - start, T, Z, ZD, ZDD, viol, vviol, E,
+                                 iters)
     res.multipliers = L
     return res
 
@@ -740,18 +758,8 @@ def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_to
     the consistent initial state of the Matrix-R position and velocity problems, with the
     options of :data:`PENALTY_OPTIONS` (``result.penalty`` reports them with the Jacobian's
     pattern, its groups and the evaluations spent)."""
-    other = [nm for nm in cm.dof_names if nm not in cm.coord_names]
-    if other:
-        raise OptionError(f"model {cm.name!r}: formulation {formulation!r} needs degrees of "
-                          f"freedom that are joint coordinates; {other} are not (natural "
-                          "coordinates of points): not supported yet")
     opts = penalty_options(None)
-    ev = MR.evaluate_state(cm.arrays, cm.arrays.p, form, float(t0),
-                           np.ascontiguousarray(zi0, dtype=float),
-                           np.ascontiguousarray(zdi0, dtype=float),
-                           np.ascontiguousarray(z0, dtype=float), POS_TOL, POS_MAXIT)
-    raise_for_status(cm, ev.status, float(t0), ev.err, ev.bad,
-                     f"model {cm.name!r} (initial state)")
+    ev = _all_coordinate_start(cm, formulation, form, t0, zi0, zdi0, z0)
     pattern, color, ncolor = penalty_structure(cm, opts["jacobian"])
     n, N = cm.n, nsteps + 1
     T, Z, ZD, ZDD = np.zeros(N), np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
@@ -767,19 +775,9 @@ def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_to
         1 if opts["projection"] == "tangent" else 0, TZ.PREDICTORS[opts["predictor"]],
         newton_tol, newton_maxit, T, Z, ZD, ZDD,
         viol, vviol, E, iters, nj, nev, progress)
-    wall = _time.perf_counter() - start
-    ctx = f"model {cm.name!r} ({formulation})" + (" (initial state)" if step == 0
-                                                   else f", step {step}")
-    raise_for_status(cm, st, t, value, bad, ctx, dt=float(dt))
-    cols = [cm.coordinate(nm) for nm in cm.dof_names]
-    steps = np.ones((N, 2), dtype=np.int64)
-    steps[0] = 0
-    res = SimulationResult(
-        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD, zi=Z[:, cols],
-        zdi=ZD[:, cols], zddi=ZDD[:, cols], constraint_violation=viol,
-        velocity_violation=vviol, newton_iterations=iters,
-        energy=E if cm.conservative else None, step_kind=steps, coord_names=cm.coord_names,
-        dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall, compiled=cm)
+    res = _all_coordinate_result(cm, formulation, dt, (st, step, t, value, bad),
+                                 _time.perf_counter() - start, T, Z, ZD, ZDD, viol, vviol, E,
+                                 iters)
     res.penalty = dict(opts, pattern_nonzeros=int(pattern.sum()), columns=2 * n,
                        groups=int(ncolor), jacobian_evaluations=int(nj.sum()),
                        tau_evaluations=int(nev.sum()), newton_iterations=int(iters.sum()))

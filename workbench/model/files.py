@@ -514,6 +514,16 @@ def _orientation(ctx, v, where):
 # ----------------------------------------------------------------------------------------
 
 
+def _scaled(L, s):
+    """``s`` times the length field ``L`` of a generator (a parameter name, a ``(name,
+    scale)`` pair or a number), in the same form."""
+    if isinstance(L, str):
+        return (L, float(s))
+    if isinstance(L, tuple):
+        return (L[0], L[1] * s)
+    return L * s
+
+
 def _gen_n_four_bar(ctx: _Ctx, opts: dict) -> None:
     """IFToMM A02 N-four-bar: ``N`` four-bar loops in a row (2N+1 moving links).
 
@@ -559,11 +569,7 @@ def _gen_n_four_bar(ctx: _Ctx, opts: dict) -> None:
     prov = opts.get("provenance", "") or ""
 
     def scaled(s):
-        if isinstance(L, str):
-            return (L, float(s))
-        if isinstance(L, tuple):
-            return (L[0], L[1] * s)
-        return L * s
+        return _scaled(L, s)
 
     minus_z = [0.0, 0.0, -1.0]
     for i in range(N + 1):
@@ -632,11 +638,7 @@ def _gen_four_bar_grid(ctx: _Ctx, opts: dict) -> None:
     prov = opts.get("provenance", "") or ""
 
     def scaled(s):
-        if isinstance(L, str):
-            return (L, float(s))
-        if isinstance(L, tuple):
-            return (L[0], L[1] * s)
-        return L * s
+        return _scaled(L, s)
 
     x = [1.0, 0.0, 0.0]
     for i in range(ny + 1):
