@@ -990,15 +990,18 @@ def main(argv=None) -> int:
         if args.traceback:
             raise
         msg = " ".join(str(exc).split()) or type(exc).__name__
+        compile_report()          # before the error: the error is the last line
         print(f"error: {msg}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
+        compile_report()
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:                              # noqa: BLE001 - a bug: no traceback
         if args.traceback:
             raise
         msg = " ".join(str(exc).split()) or type(exc).__name__
+        compile_report()
         print(f"error: internal error ({type(exc).__name__}): {msg} (run again with "
               "--traceback for the details, and please report it)", file=sys.stderr)
         return EXIT_INTERNAL
