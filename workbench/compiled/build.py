@@ -633,12 +633,23 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         if cj.type in ("prismatic", "fixed"):
             add_c(AR.C_DOTVV, (B.vector(cj.body1, v1d, cj.name),
                                B.vector(cj.body2, w2d, cj.name)), 0, cj.name)
+    # rods (seed 002): a distance constraint, and the bar's end points and mass field for
+    # its inertia and weight (workbench.kernels.tree.rod_forces)
+    rd_pt, rd_m = [], []
     for ds in model.distances.values():
-        p1 = B.point(ds.body1, ds.point1, f"distance {ds.name} point1")
-        p2 = B.point(ds.body2, ds.point2, f"distance {ds.name} point2")
-        fld = B.add_field(B.lin(ds.length, "length", f"distance {ds.name} length"),
-                          f"distance {ds.name} length")
+        kind = "distance" if ds.mass is None else "rod"
+        p1 = B.point(ds.body1, ds.point1, f"{kind} {ds.name} point1")
+        p2 = B.point(ds.body2, ds.point2, f"{kind} {ds.name} point2")
+        fld = B.add_field(B.lin(ds.length, "length", f"{kind} {ds.name} length"),
+                          f"{kind} {ds.name} length")
         add_c(AR.C_DIST, (p1, p2), fld, ds.name)
+        if ds.mass is not None:
+            ml = B.lin(ds.mass, "mass", f"rod {ds.name} mass")
+            if not ml.terms and ml.const < 0.0:
+                raise ModelError(f"rod {ds.name!r}: mass must not be negative, got "
+                                 f"{ml.const!r}")
+            rd_pt.append([p1, p2])
+            rd_m.append(B.add_field(ml, f"rod {ds.name} mass"))
     for cr in model.cams.values():
         # z_radial - s(z_polar): the radial coordinate, the polar one, its (revolute) frame,
         # the number of harmonics; the 2N + 1 coefficients a0, a1, b1, ... consecutive in p
@@ -890,6 +901,7 @@ def compile_model(model: Model, overrides: dict) -> CompiledModel:
         sw_sc=i64(sw_sc), sw_body=i64(sw_body), sw_carrier=i64(sw_carrier),
         sw_vc=i64(sw_vc), sw_fld=i64(sw_fld),
         pf_pt=i64(pf_pt), pf_coord=i64(pf_coord), pf_tf=i64(pf_tf), pf_fld=i64(pf_fld),
+        rd_pt=i64(rd_pt, (0, 2)), rd_m=i64(rd_m),
     )
     point_index = {f"{b}.{pn}": k for (b, pn), k in B.points.items()}
     z_guess = np.asarray(z_guess, dtype=float)

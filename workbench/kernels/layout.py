@@ -97,6 +97,9 @@ ModelArraysTuple = namedtuple(
         # path followers (stateless steering servo): preview point, steering coordinate,
         # path y(x) time function, first of the fields (gain, stiffness, damping)
         "pf_pt", "pf_coord", "pf_tf", "pf_fld",
+        # rod elements (seed 002; their distance constraints are among the c_* rows): the
+        # two end points (point indices) and the field of the rod's mass
+        "rd_pt", "rd_m",
     ],
 )
 

@@ -974,6 +974,38 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
         dQj[c_] += dQ
     if ma.ty_pt.shape[0] > 0:
         tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb)
+    if ma.rd_pt.shape[0] > 0:
+        rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb)
+
+
+@njit(cache=True)
+def rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb):
+    """Tangent of the exact rod loads (:func:`workbench.kernels.tree.rod_forces`):
+    ``dF_j = dm (g/2 - a_j/3 - a_k/6) - m (da_j/3 + da_k/6)`` (and the mirror for ``k``),
+    with the points' tangents ``dx, da`` (:func:`point_kinematics_tb`; ``dZd`` carries the
+    acceleration direction ``dzdd``) and ``dm`` the direction of the mass field.  ``Bp``:
+    a 2 x 6 x 3 work buffer."""
+    grav = ma.gravity
+    for s in range(ma.rd_pt.shape[0]):
+        k1 = ma.rd_pt[s, 0]
+        k2 = ma.rd_pt[s, 1]
+        m = p[ma.rd_m[s]]
+        dm = dp[ma.rd_m[s]]
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
+        for e in range(2):
+            w1 = 1.0 / 3.0 if e == 0 else 1.0 / 6.0
+            w2 = 1.0 / 6.0 if e == 0 else 1.0 / 3.0
+            g0 = 0.5 * grav[0] - w1 * Bp[0, 2, 0] - w2 * Bp[1, 2, 0]
+            g1 = 0.5 * grav[1] - w1 * Bp[0, 2, 1] - w2 * Bp[1, 2, 1]
+            g2 = 0.5 * grav[2] - w1 * Bp[0, 2, 2] - w2 * Bp[1, 2, 2]
+            d0 = dm * g0 - m * (w1 * Bp[0, 5, 0] + w2 * Bp[1, 5, 0])
+            d1 = dm * g1 - m * (w1 * Bp[0, 5, 1] + w2 * Bp[1, 5, 1])
+            d2 = dm * g2 - m * (w1 * Bp[0, 5, 2] + w2 * Bp[1, 5, 2])
+            k = k1 if e == 0 else k2
+            _add_point_force_ts(dfb, dnb, ma.pt_body[k], Bp[e, 0, 0], Bp[e, 0, 1], Bp[e, 0, 2],
+                                m * g0, m * g1, m * g2, Bp[e, 3, 0], Bp[e, 3, 1], Bp[e, 3, 2],
+                                d0, d1, d2)
 
 
 @njit(cache=True)

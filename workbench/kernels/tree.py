@@ -1036,7 +1036,132 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
             _add_point_force(ma, fb, nb_, b, x2, Fv)
             for i in range(3):
                 nb_[b, i] += Mv[i]
+    if ma.rd_pt.shape[0] > 0:
+        V += rod_forces(ma, p, A, r, Z, Zd, Zd, ROD_EXACT, fb, nb_)
     return V
+
+
+# ----------------------------------------------------------------------------------------
+# rod elements (seed 002)
+# ----------------------------------------------------------------------------------------
+
+#: how the rods' acceleration-dependent inertia forces are evaluated (model option
+#: ``rod_mode``, :data:`workbench.model.elements.ROD_MODES`)
+ROD_EXACT, ROD_EXTRAPOLATED, ROD_PARTITIONED = 0, 1, 2
+
+
+@njit(cache=True)
+def rod_forces(ma, p, A, r, Z, Zd, Zdh, mode, fb, nb_):
+    """Loads of the rod elements on their two bodies (seed 002 eqs 18-19), added to
+    ``fb``/``nb_``; returns the potential energy of the rods' weight.
+
+    A rod is a uniform slender bar of mass ``m`` between the points ``x_j`` (body ``j``)
+    and ``x_k`` (body ``k``); with its spin neglected its natural-coordinate mass matrix is
+    the constant ``m [[I/3, I/6], [I/6, I/3]]``, so its generalised loads on the two end
+    points are, exactly,
+
+        F_j = m (g/2 - a_j/3 - a_k/6),    F_k = m (g/2 - a_j/6 - a_k/3)
+
+    with ``a`` the material accelerations of the points, ``a = [I, -x~] Zd_b + w x (w x
+    x)`` (:func:`point_kinematics`): the SDIF ``-Mbar_jj Zd_j - Mbar_jk Zd_k`` and the
+    VDIF of eq 18 written at the points (eq 19's ``[I; x~]`` maps a point force to the
+    body's force and moment about the origin, :func:`_add_point_force`).
+
+    ``mode`` (:data:`ROD_EXACT`, ...): which frame accelerations give ``a``.  Exact
+    (eq 24): both from ``Zd``, the accelerations of the state (in the residual ``tau =
+    M zdd - Q`` the SDIF is then part of ``M``, :func:`rod_mass_matrix`).
+    Extrapolated (eqs 25-32): both from ``Zdh``, the frame accelerations of the
+    extrapolated relative accelerations with the current kinematics (so the rod's
+    velocity terms are inside them).  Partitioned (eqs 47-51): each end's own block
+    exact (``Zd``), the coupling block extrapolated (``Zdh``)."""
+    V = 0.0
+    _b = _S10x3()
+    x1, v1, a1, x2, v2, a2, h1, h2, F = (_b[0], _b[1], _b[2], _b[3], _b[4], _b[5], _b[6],
+                                         _b[7], _b[8])
+    grav = ma.gravity
+    for s in range(ma.rd_pt.shape[0]):
+        k1 = ma.rd_pt[s, 0]
+        k2 = ma.rd_pt[s, 1]
+        m = p[ma.rd_m[s]]
+        point_kinematics(ma, p, A, r, Z, Zd, k1, x1, v1, a1)
+        point_kinematics(ma, p, A, r, Z, Zd, k2, x2, v2, a2)
+        if mode != ROD_EXACT:
+            point_kinematics(ma, p, A, r, Z, Zdh, k1, x1, v1, h1)
+            point_kinematics(ma, p, A, r, Z, Zdh, k2, x2, v2, h2)
+        for i in range(3):
+            if mode == ROD_EXACT:
+                F[i] = m * (0.5 * grav[i] - a1[i] / 3.0 - a2[i] / 6.0)
+            elif mode == ROD_EXTRAPOLATED:
+                F[i] = m * (0.5 * grav[i] - h1[i] / 3.0 - h2[i] / 6.0)
+            else:
+                F[i] = m * (0.5 * grav[i] - a1[i] / 3.0 - h2[i] / 6.0)
+        _add_point_force(ma, fb, nb_, ma.pt_body[k1], x1, F)
+        for i in range(3):
+            if mode == ROD_EXACT:
+                F[i] = m * (0.5 * grav[i] - a1[i] / 6.0 - a2[i] / 3.0)
+            elif mode == ROD_EXTRAPOLATED:
+                F[i] = m * (0.5 * grav[i] - h1[i] / 6.0 - h2[i] / 3.0)
+            else:
+                F[i] = m * (0.5 * grav[i] - h1[i] / 6.0 - a2[i] / 3.0)
+        _add_point_force(ma, fb, nb_, ma.pt_body[k2], x2, F)
+        for i in range(3):
+            V -= 0.5 * m * grav[i] * (x1[i] + x2[i])
+    return V
+
+
+@njit(cache=True)
+def rod_mass_matrix(ma, p, A, r, bcol, n, M, mode):
+    """``M += sum_rods J^T m [[I/3, I/6], [I/6, I/3]] J`` with ``J = [J_j; J_k]`` the
+    Jacobians of the two end points (:func:`point_jacobian`): the rods' share of the mass
+    matrix ``R_d^T T^T Mbar_rods T R_d`` of seed 002 eq 24, whose coupling blocks ``J_j^T
+    m/6 J_k`` join the branches of the two bodies (the fill-in of the seed's Fig. 4).
+    ``mode``: :data:`ROD_EXACT` adds all of it, :data:`ROD_PARTITIONED` only the
+    body-diagonal ``m/3`` blocks (eq 51), :data:`ROD_EXTRAPOLATED` nothing (eq 29).  Only
+    the columns on the two root paths are visited."""
+    nr = ma.rd_pt.shape[0]
+    if nr == 0 or mode == ROD_EXTRAPOLATED:
+        return
+    J1 = np.empty((3, n))
+    J2 = np.empty((3, n))
+    cols = np.empty(n, dtype=np.int64)
+    for s in range(nr):
+        m = p[ma.rd_m[s]]
+        point_jacobian(ma, p, A, r, bcol, ma.rd_pt[s, 0], J1)
+        point_jacobian(ma, p, A, r, bcol, ma.rd_pt[s, 1], J2)
+        nc = 0
+        for c in range(n):
+            if (J1[0, c] != 0.0 or J1[1, c] != 0.0 or J1[2, c] != 0.0 or J2[0, c] != 0.0
+                    or J2[1, c] != 0.0 or J2[2, c] != 0.0):
+                cols[nc] = c
+                nc += 1
+        c3 = m / 3.0
+        c6 = m / 6.0 if mode == ROD_EXACT else 0.0
+        for ia in range(nc):
+            a = cols[ia]
+            for ib in range(nc):
+                b = cols[ib]
+                s11 = J1[0, a] * J1[0, b] + J1[1, a] * J1[1, b] + J1[2, a] * J1[2, b]
+                s22 = J2[0, a] * J2[0, b] + J2[1, a] * J2[1, b] + J2[2, a] * J2[2, b]
+                s12 = J1[0, a] * J2[0, b] + J1[1, a] * J2[1, b] + J1[2, a] * J2[2, b]
+                s21 = J2[0, a] * J1[0, b] + J2[1, a] * J1[1, b] + J2[2, a] * J1[2, b]
+                M[a, b] += c3 * (s11 + s22) + c6 * (s12 + s21)
+
+
+@njit(cache=True)
+def rod_kinetic_energy(ma, p, A, r, Z):
+    """Kinetic energy of the rods, ``m/6 (v_j.v_j + v_j.v_k + v_k.v_k)`` each."""
+    T = 0.0
+    _b = _S10x3()
+    x1, v1, a1, x2, v2, a2 = _b[0], _b[1], _b[2], _b[3], _b[4], _b[5]
+    for s in range(ma.rd_pt.shape[0]):
+        # the accelerations are not used: Z stands in for the frame accelerations
+        point_kinematics(ma, p, A, r, Z, Z, ma.rd_pt[s, 0], x1, v1, a1)
+        point_kinematics(ma, p, A, r, Z, Z, ma.rd_pt[s, 1], x2, v2, a2)
+        q = 0.0
+        for i in range(3):
+            q += v1[i] * v1[i] + v1[i] * v2[i] + v2[i] * v2[i]
+        T += p[ma.rd_m[s]] / 6.0 * q
+    return T
 
 
 # ----------------------------------------------------------------------------------------
@@ -1444,4 +1569,6 @@ def kinetic_energy(ma, p, A, r, Z):
         for i in range(3):
             s += w[i] * (JG[i, 0] * w[0] + JG[i, 1] * w[1] + JG[i, 2] * w[2])
         T += 0.5 * s
+    if ma.rd_pt.shape[0] > 0:
+        T += rod_kinetic_energy(ma, p, A, r, Z)
     return T

@@ -17,8 +17,9 @@ from workbench.forces.tire_mf import LAW_NAMES
 from workbench.kernels.scalar import cam_profile
 from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
                                       Body, CamRelation, CutJoint, Distance, Drive, Joint,
-                                      JointSpring, Load, Parameter, PathFollower, Road,
-                                      SpeedControl, Spring, TimeFunction, Tire, as_vec3,
+                                      JointSpring, Load, Parameter, PathFollower,
+                                      ROD_EXTRAPOLATIONS, ROD_MODES, Road, SpeedControl,
+                                      Spring, TimeFunction, Tire, as_vec3,
                                       numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
@@ -125,6 +126,10 @@ class Model:
         self.dof_spec: list | None = None
         self.objectives: dict[str, dict] = {}
         self.meta: dict[str, Any] = {}
+        #: default treatment of rod elements by explicit integrators (``ROD_MODES``,
+        #: ``ROD_EXTRAPOLATIONS``; the implicit trapezoidal rule always keeps them exact)
+        self.rod_mode = "exact"
+        self.rod_extrapolation = "quadratic"
 
     # -- names --------------------------------------------------------------------------
     def _new_name(self, name: str, kind: str):
@@ -509,6 +514,39 @@ class Model:
         self._body(body2)
         self.distances[name] = Distance(name, body1, point1, body2, point2, length)
         return name
+
+    def rod(self, name: str, body1: str, point1, body2: str, point2, mass, length) -> str:
+        """Rod element (seed 002): a uniform slender bar of ``mass`` (kg, parametric)
+        between ``point1`` of ``body1`` and ``point2`` of ``body2`` (spherical ends), not a
+        body of the tree: one constant-distance constraint ``|x2 - x1| = length`` plus the
+        bar's inertia and weight transferred exactly to the two bodies (natural-coordinate
+        mass matrix ``m [[I/3, I/6], [I/6, I/3]]``, spin about its own axis neglected).
+        How its inertia enters the equations is set by :meth:`rod_options`."""
+        self._new_name(name, "rod")
+        self._body(body1)
+        self._body(body2)
+        if body1 == body2:
+            raise ModelError(f"rod {name!r}: both ends are on body {body1!r}")
+        if not isinstance(mass, (str, list, tuple, dict)) and float(mass) < 0.0:
+            raise ModelError(f"rod {name!r}: mass must not be negative, got {mass!r}")
+        self.distances[name] = Distance(name, body1, point1, body2, point2, length, mass)
+        return name
+
+    def rod_options(self, mode: str | None = None, extrapolation: str | None = None):
+        """Default treatment of this model's rods by explicit integrators: ``mode`` in
+        ``ROD_MODES`` (``exact``, ``extrapolated``, ``partitioned``), ``extrapolation`` in
+        ``ROD_EXTRAPOLATIONS`` (``point``, ``linear``, ``quadratic``).  A run may override
+        both (``simulate(..., rods={...})``)."""
+        if mode is not None:
+            if mode not in ROD_MODES:
+                raise ModelError(f"model {self.name!r} rod_mode: {mode!r} is not one of "
+                                 f"{', '.join(ROD_MODES)}")
+            self.rod_mode = mode
+        if extrapolation is not None:
+            if extrapolation not in ROD_EXTRAPOLATIONS:
+                raise ModelError(f"model {self.name!r} rod_extrapolation: {extrapolation!r} "
+                                 f"is not one of {', '.join(ROD_EXTRAPOLATIONS)}")
+            self.rod_extrapolation = extrapolation
 
     def drive(self, name: str, joint: str, function, index: int = 0) -> str:
         """Rheonomic constraint: coordinate ``index`` of ``joint`` follows ``function(t)``."""

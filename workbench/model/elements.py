@@ -354,12 +354,18 @@ class CamRelation:
 
 @dataclass
 class Distance:
+    """Constant distance ``length`` between two body points; with a ``mass`` it is a ROD
+    element (seed 002): a uniform slender bar between the two points, removed from the
+    tree, whose inertia, velocity-dependent inertia forces and weight are transferred to
+    the two bodies (:func:`workbench.kernels.tree.rod_forces`)."""
+
     name: str
     body1: str
     point1: Any
     body2: str
     point2: Any
     length: Any
+    mass: Any = None
 
 
 @dataclass
@@ -517,3 +523,13 @@ def numeric_value(v, values: dict, where: str) -> float:
     if name is not None and name not in values:
         raise UnknownNameError("parameter", name, values)
     return _coef_value(c, values, where)
+
+
+#: how rod elements enter the equations of motion (seed 002): ``exact`` keeps their
+#: acceleration-dependent inertia forces on the left-hand side (eq 24), ``extrapolated``
+#: moves all of them to the right-hand side with extrapolated accelerations (eqs 25-32),
+#: ``partitioned`` keeps the body-diagonal blocks exact and extrapolates the coupling
+#: blocks (eqs 47-51).  Extrapolation of the relative accelerations from the stored
+#: history: ``point`` (O(h)), ``linear`` (O(h^2)), ``quadratic`` (O(h^3)), eqs 33-40.
+ROD_MODES = ("exact", "extrapolated", "partitioned")
+ROD_EXTRAPOLATIONS = ("point", "linear", "quadratic")

@@ -50,6 +50,8 @@ file; references to unknown bodies, points, joints or parameters raise
 ``[[cam_relations]]``  -> ``Model.cam_relation(...)``: ``name, radial, polar, a0`` and
     optional ``cos, sin, provenance`` (what a cam follower expands into).
 ``[[distances]]``  -> ``Model.distance(...)``: ``name, body1, point1, body2, point2, length``.
+``[[rods]]``       -> ``Model.rod(...)``: the same keys plus ``mass`` (a rod element, seed 002);
+                    ``[model] rod_mode`` / ``rod_extrapolation`` -> ``Model.rod_options``.
 ``[[drives]]``  -> ``Model.drive(...)``: ``name, joint, function, index``.
 ``[[springs]]``  -> ``Model.spring(...)``: ``name, body1, point1, body2, point2, k, c, length``,
 optional tables ``air = {area, volume, pressure, exponent, ambient}`` (air spring) and
@@ -156,7 +158,8 @@ __all__ = ["load_model", "model_from_dict", "GENERATORS", "register_maneuvers"]
 # schema
 # ----------------------------------------------------------------------------------------
 
-_MODEL_KEYS = {"name", "description", "provenance", "gravity", "planar", "dof", "meta"}
+_MODEL_KEYS = {"name", "description", "provenance", "gravity", "planar", "dof", "meta",
+               "rod_mode", "rod_extrapolation"}
 _PARAM_KEYS = {"value", "unit", "provenance", "lower", "upper"}
 _GROUND_KEYS = {"points", "vectors", "provenance"}
 _LIST_SECTIONS = {
@@ -173,6 +176,7 @@ _LIST_SECTIONS = {
     "anti_roll_bars": ({"name", "body", "pivots", "arms", "links", "link_length", "k"},
                        {"provenance"}),
     "distances": ({"name", "body1", "point1", "body2", "point2", "length"}, set()),
+    "rods": ({"name", "body1", "point1", "body2", "point2", "length", "mass"}, set()),
     "drives": ({"name", "joint", "function"}, {"index"}),
     "springs": ({"name", "body1", "point1", "body2", "point2", "k"},
                 {"c", "length", "air", "damper"}),
@@ -844,6 +848,10 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
                   description=_string(probe, head.get("description", ""), "[model] description"),
                   provenance=_string(probe, head.get("provenance", ""), "[model] provenance"))
     ctx = _Ctx(source, model)
+    for key in ("rod_mode", "rod_extrapolation"):
+        if key in head:
+            _guard(probe, "[model] " + key, model.rod_options,
+                   **{key[4:]: _string(probe, head[key], "[model] " + key)})
 
     # ---- options: generator options or parameter overrides
     gen = data.get("generator")
@@ -1043,6 +1051,15 @@ def model_from_dict(data: dict, source: str = "<dict>", default_name: str = "mod
         _guard(ctx, where, model.distance, _string(ctx, d["name"], where + " name"), b1,
                _point(ctx, b1, d["point1"], where + " point1"), b2,
                _point(ctx, b2, d["point2"], where + " point2"),
+               _field(ctx, d["length"], "length", where + " length"))
+
+    for i, d in enumerate(_entries(ctx, data, "rods")):
+        where = _where("rods", i, d)
+        b1, b2 = (_body_name(ctx, d[k], f"{where} {k}") for k in ("body1", "body2"))
+        _guard(ctx, where, model.rod, _string(ctx, d["name"], where + " name"), b1,
+               _point(ctx, b1, d["point1"], where + " point1"), b2,
+               _point(ctx, b2, d["point2"], where + " point2"),
+               _field(ctx, d["mass"], "mass", where + " mass"),
                _field(ctx, d["length"], "length", where + " length"))
 
     for i, d in enumerate(_entries(ctx, data, "drives")):

@@ -40,6 +40,9 @@ def model_to_dict(model: "Model") -> dict:
             "planar": bool(model.planar)}
     if model.dof_spec is not None:
         head["dof"] = _out(list(model.dof_spec))
+    if (model.rod_mode, model.rod_extrapolation) != ("exact", "quadratic"):
+        head["rod_mode"] = model.rod_mode
+        head["rod_extrapolation"] = model.rod_extrapolation
     meta = {k: v for k, v in model.meta.items() if k != "generator"}
     if meta:
         head["meta"] = _out(meta)
@@ -83,7 +86,11 @@ def model_to_dict(model: "Model") -> dict:
     doc["distances"] = [
         {"name": d.name, "body1": d.body1, "point1": _out(d.point1), "body2": d.body2,
          "point2": _out(d.point2), "length": _out(d.length)}
-        for d in model.distances.values()]
+        for d in model.distances.values() if d.mass is None]
+    doc["rods"] = [
+        {"name": d.name, "body1": d.body1, "point1": _out(d.point1), "body2": d.body2,
+         "point2": _out(d.point2), "length": _out(d.length), "mass": _out(d.mass)}
+        for d in model.distances.values() if d.mass is not None]
     doc["drives"] = [
         {"name": d.name, "joint": d.joint, "function": _out(d.function.to_spec()),
          "index": int(d.index)} for d in model.drives.values()]

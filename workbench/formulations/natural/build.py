@@ -115,6 +115,12 @@ def build_global(cm) -> tuple:
         names_pf = ", ".join(repr(n) for n in cm.model.path_followers)
         raise ModelError(f"path follower {names_pf}: not available in the global (natural "
                          "coordinate) formulation; use the semi-recursive one")
+    if ma.rd_pt.shape[0] > 0:
+        names_rd = ", ".join(repr(d.name) for d in cm.model.distances.values()
+                             if d.mass is not None)
+        raise ModelError(f"rod {names_rd}: rod elements are not available in the global "
+                         "(natural coordinate) formulation; use a semi-recursive, multiplier "
+                         "or penalty formulation, or model the rod as a body")
     bld = _Build()
     names = []
     eye = np.eye(3)

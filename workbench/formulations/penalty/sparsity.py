@@ -6,9 +6,10 @@ colouring, compressed ``B = J S``, recovery).
 projected on its column ``b_j``: it depends on the coordinates of the joints on the root
 path of every such body and, through a force element, of every body coupled to one of them.
 So the pattern is the union, over the **load groups** (each body alone; the two bodies of a
-point-to-point spring; the body, wheels and carriers of a speed controller; the preview
-body and the steered body of a path follower), of ``S x S`` with ``S`` the coordinates on
-the root paths of the group's bodies; the same for the ``z`` and the ``zd`` columns.  Tires, loads and joint springs act on one body or coordinate.
+point-to-point spring or of a rod; the body, wheels and carriers of a speed controller; the
+preview body and the steered body of a path follower), of ``S x S`` with ``S`` the
+coordinates on the root paths of the group's bodies; the same for the ``z`` and the ``zd``
+columns.  Tires, loads and joint springs act on one body or coordinate.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def load_groups(ma) -> list[list[int]]:
     groups = [[b] for b in range(nb)]
     for s in range(ma.sp_pt.shape[0]):
         groups.append([int(ma.pt_body[ma.sp_pt[s, 0]]), int(ma.pt_body[ma.sp_pt[s, 1]])])
+    # rods (seed 002): the two end bodies, coupled by the rod's inertia forces
+    for s in range(ma.rd_pt.shape[0]):
+        groups.append([int(ma.pt_body[ma.rd_pt[s, 0]]), int(ma.pt_body[ma.rd_pt[s, 1]])])
     for s in range(ma.sc_pt.shape[0]):
         g = [int(ma.pt_body[ma.sc_pt[s]])]
         for w in range(ma.sw_sc.shape[0]):

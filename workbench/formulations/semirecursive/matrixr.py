@@ -407,7 +407,11 @@ def residual_tau(ma, p, t, z, zd, zdd, ws, form, tau):
 
 
 @njit(cache=True)
-def mass_matrix(ma, p, ws, form, n, M):
+def mass_matrix(ma, p, ws, form, n, M, rod_mode=K.ROD_EXACT):
+    """The mass matrix ``M(z)`` of the open tree at the position kinematics in ``ws`` by
+    the chosen semi-recursive variant, with the rods' share (seed 002 eq 24:
+    :func:`workbench.kernels.tree.rod_mass_matrix`; ``rod_mode`` selects the exact,
+    partitioned or extrapolated share)."""
     A, r, u, bcol = ws.A, ws.r, ws.u, ws.bcol
     if form == FORM_ORIGIN:
         K.mass_matrix_origin(ma, p, A, r, bcol, n, M)
@@ -417,6 +421,7 @@ def mass_matrix(ma, p, ws, form, n, M):
         K.reference_points(ma, p, A, r, P)
         K.com_columns(ma, r, u, P, bv)
         K.mass_matrix_com(ma, p, A, r, P, bv, n, M)
+    K.rod_mass_matrix(ma, p, A, r, bcol, n, M, rod_mode)
 
 
 @njit(cache=True)
