@@ -80,6 +80,13 @@ class SimulationResult:
         "step", "from", "to", "indicator"}`` each (from that output row on, ``zi, zdi,
         zddi`` are the coordinates ``"to"``; ``dof_names`` are those chosen at the start);
         empty otherwise.
+    integrator : str
+        ``"trapezoidal"`` (implicit, the default) or ``"rk4"`` (explicit, seed 002).
+    rods : dict or None
+        Models with rod elements: how their inertia was treated, ``{"mode", "extrapolation",
+        "extrapolated_rows"}`` (``extrapolated_rows``: with ``"rk4"``, the output rows whose
+        accelerations were computed with extrapolated rod forces; see
+        :mod:`workbench.integrators.rk4`).  The trapezoidal rule keeps rods exact.
     states : ndarray (N, L) or None
         With ``simulate(..., keep_states=True)``: the converged state of every row reached
         by a plain step (:func:`workbench.formulations.semirecursive.matrixr.store_state`), which
@@ -109,6 +116,8 @@ class SimulationResult:
     dof_revisions: list = field(default_factory=list)
     states: np.ndarray | None = field(repr=False, default=None)
     partition_changes: list = field(default_factory=list)
+    integrator: str = "trapezoidal"
+    rods: dict | None = None
 
     @property
     def steps(self) -> int:
@@ -252,7 +261,8 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
              newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False,
              progress=None, baumgarte: tuple | None = None,
-             penalty: dict | None = None) -> SimulationResult:
+             penalty: dict | None = None, integrator: str = "trapezoidal",
+             rods: dict | None = None) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
 
@@ -285,6 +295,14 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     ``result.penalty`` then reports them with the Jacobian's structural non-zeros, its
     column groups and the evaluations spent.
 
+    ``integrator = "rk4"`` integrates with the explicit fourth-order Runge-Kutta method on
+    the independent coordinates (seed 002; the semi-recursive formulations only;
+    :mod:`workbench.integrators.rk4`) instead of the implicit trapezoidal rule.  ``rods =
+    {"mode": ..., "extrapolation": ...}`` overrides the model's treatment of its rod
+    elements (:meth:`workbench.model.builder.Model.rod_options`); the modes other than
+    ``"exact"`` need ``"rk4"`` (the trapezoidal rule solves for the accelerations, so it
+    keeps rods exact).
+
     ``progress(done_rows, total_rows)``, when given, is called about every
     0.25 s during long semi-recursive runs (a progress bar; see :data:`PROGRESS`).
 
@@ -300,8 +318,19 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     if progress is not None or baumgarte is not None or penalty is not None:
         with run_settings(progress, baumgarte, penalty):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
-                            keep_states)
+                            keep_states, integrator=integrator, rods=rods)
+    if integrator not in INTEGRATORS:
+        raise OptionError(f"integrator {integrator!r} is not one of "
+                          f"{', '.join(INTEGRATORS)}")
     cm = as_compiled(model)
+    rod_opts = rod_settings(cm, rods, integrator)
+    if integrator == "rk4":
+        if get_formulation(formulation).family != "semirecursive":
+            raise OptionError(f"integrator 'rk4' runs the semi-recursive formulations "
+                              f"(sr-com, sr-origin), not {formulation!r}")
+        if keep_states:
+            raise OptionError("keep_states: the kept states serve the sensitivities of the "
+                              "trapezoidal rule; integrator 'rk4' keeps none")
     if cm.initial_state == "equilibrium":
         cm = equilibrium_start(cm, None, formulation)[0]
     form = formulation_code(formulation)
@@ -311,8 +340,14 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     start = _time.perf_counter()
     while True:
         try:
-            res = integrate_steps(cm, formulation, form, float(t0), float(dt), nsteps, cm.zi0,
-                       cm.zdi0, cm.z_guess, newton_tol, newton_maxit, keep_states=keep_states)
+            if integrator == "rk4":
+                res = _run_rk4(cm, formulation, form, float(t0), float(dt), nsteps, rod_opts)
+            else:
+                res = integrate_steps(cm, formulation, form, float(t0), float(dt), nsteps,
+                                      cm.zi0, cm.zdi0, cm.z_guess, newton_tol, newton_maxit,
+                                      keep_states=keep_states)
+                if rod_opts is not None:
+                    res.rods = rod_opts
         except SingularConfigurationError as err:
             revised = _revise_dof(cm, err, tried, form, float(t0))
             if revised is None:
@@ -326,6 +361,40 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
             res.wall_time_s = _time.perf_counter() - start
         res.dof_revisions = revisions
         return res
+
+
+#: the integrators of :func:`simulate`
+INTEGRATORS = ("trapezoidal", "rk4")
+
+
+def rod_settings(cm, rods: dict | None, integrator: str) -> dict | None:
+    """The rod treatment of a run: the model's ``rod_mode`` / ``rod_extrapolation``
+    overridden by ``rods`` (keys ``mode``, ``extrapolation``); None for a model without
+    rods.  OptionError for an unknown key or value, or a mode other than exact with the
+    trapezoidal rule; the trapezoidal rule runs a model whose own mode is approximate with
+    exact rods (``result.rods`` says so)."""
+    from workbench.integrators import rk4 as RK
+
+    rods = dict(rods or {})
+    unknown = set(rods) - {"mode", "extrapolation"}
+    if unknown:
+        raise OptionError(f"rods: unknown option(s) {', '.join(sorted(unknown))}; the options "
+                          "are mode, extrapolation")
+    for key, choices in (("mode", RK.ROD_MODES), ("extrapolation", RK.EXTRAPOLATIONS)):
+        if key in rods and rods[key] not in choices:
+            raise OptionError(f"rods {key}: {rods[key]!r} is not one of {', '.join(choices)}")
+    if integrator != "rk4" and rods.get("mode", "exact") != "exact":
+        raise OptionError(f"rods mode {rods['mode']!r} needs integrator='rk4': the implicit "
+                          "trapezoidal rule solves for the accelerations and keeps rods exact")
+    if cm.arrays.rd_pt.shape[0] == 0:
+        return None
+    model = cm.model
+    mode = rods.get("mode", getattr(model, "rod_mode", "exact"))
+    if integrator != "rk4":
+        mode = "exact"
+    return {"mode": mode,
+            "extrapolation": rods.get("extrapolation",
+                                      getattr(model, "rod_extrapolation", "quadratic"))}
 
 
 def nsteps_of(t0, t_end, dt) -> int:
@@ -448,6 +517,13 @@ def _run_semirecursive(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, new
                        newton_maxit, resume, kofs, keep_states) -> SimulationResult:
     job = RunJob(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
                  newton_maxit, resume, kofs, keep_states)
+    return _run_job(job, nsteps)
+
+
+def _run_job(job, nsteps):
+    """Run ``job.integrate()`` (a kernel that releases the GIL and counts its finished
+    rows in ``job.progress[0]``), on a thread reporting progress when a progress callback
+    is set and the run is long; returns ``job.result()``."""
     report = PROGRESS.get()
     if report is None or nsteps < PROGRESS_MIN_STEPS:
         job.integrate()
@@ -533,6 +609,69 @@ class RunJob:
             step_kind=self.steps, coord_names=cm.coord_names, dof_names=cm.dof_names,
             dt=float(self._args[4]), wall_time_s=self.wall, compiled=cm,
             states=self.KS if self.keep_states else None)
+
+
+class RK4Job:
+    """One explicit RK4 run (:mod:`workbench.integrators.rk4`): output arrays, the kernel
+    (:meth:`integrate`, releases the GIL) and the result or typed error (:meth:`result`)."""
+
+    def __init__(self, cm, formulation, form, t0, dt, nsteps, rod_opts):
+        from workbench.integrators import rk4 as RK
+
+        n, d = cm.n, cm.d
+        N = nsteps + 1
+        self.cm, self.formulation, self.dt, self.rod_opts = cm, formulation, dt, rod_opts
+        self.T = np.zeros(N)
+        self.Z, self.ZD, self.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+        self.ZI, self.ZDI, self.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
+        self.viol, self.vviol = np.zeros(N), np.zeros(N)
+        self.iters = np.zeros(N, dtype=np.int64)
+        self.energy = np.zeros(N)
+        self.extrapolated = np.zeros(N, dtype=np.int64)
+        self.progress = np.zeros(1, dtype=np.int64)
+        opts = rod_opts or {"mode": "exact", "extrapolation": "quadratic"}
+        self._args = (
+            cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,
+            np.ascontiguousarray(cm.zi0, dtype=float),
+            np.ascontiguousarray(cm.zdi0, dtype=float),
+            np.ascontiguousarray(cm.z_guess, dtype=float), POS_TOL, POS_MAXIT,
+            cm.conservative, RK.ROD_MODES[opts["mode"]], RK.EXTRAPOLATIONS[opts["extrapolation"]],
+            self.T, self.Z, self.ZD, self.ZDD, self.ZI, self.ZDI, self.ZDDI, self.viol,
+            self.vviol, self.iters, self.energy, self.extrapolated, self.progress)
+        self.status = None
+        self.wall = 0.0
+
+    def integrate(self):
+        from workbench.integrators import rk4 as RK
+
+        start = _time.perf_counter()
+        self.status = RK.integrate_rk4(*self._args)
+        self.wall = _time.perf_counter() - start
+
+    def result(self) -> SimulationResult:
+        cm = self.cm
+        st, step, t, value, bad = self.status
+        ctx = f"model {cm.name!r} (rk4)" + (" (initial state)" if step == 0
+                                            else f", step {step}")
+        raise_for_status(cm, st, t, value, bad, ctx, z=self.Z[step - 1] if step >= 1 else None,
+                         dt=self.dt)
+        rods = None
+        if self.rod_opts is not None:
+            rods = dict(self.rod_opts, extrapolated_rows=int(self.extrapolated.sum()))
+        steps = np.ones((len(self.T), 2), dtype=np.int64)
+        steps[0] = 0
+        return SimulationResult(
+            model=cm.name, formulation=self.formulation, t=self.T, z=self.Z, zd=self.ZD,
+            zdd=self.ZDD, zi=self.ZI, zdi=self.ZDI, zddi=self.ZDDI,
+            constraint_violation=self.viol, velocity_violation=self.vviol,
+            newton_iterations=self.iters, energy=self.energy if cm.conservative else None,
+            step_kind=steps,
+            coord_names=cm.coord_names, dof_names=cm.dof_names, dt=self.dt,
+            wall_time_s=self.wall, compiled=cm, integrator="rk4", rods=rods)
+
+
+def _run_rk4(cm, formulation, form, t0, dt, nsteps, rod_opts) -> SimulationResult:
+    return _run_job(RK4Job(cm, formulation, form, t0, dt, nsteps, rod_opts), nsteps)
 
 
 def raise_global_singular(cm, bad: int, t: float, ctx: str):

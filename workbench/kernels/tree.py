@@ -914,7 +914,18 @@ def zero_length_spring(ma, p, A, r):
 
 @njit(cache=True)
 def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
-    """External loads: per body the resultant force ``fb`` and moment about the global
+    """The loads of every element (:func:`element_forces`) and of the rods, exact
+    (:func:`rod_forces`: their inertia at the frame accelerations ``Zd``).  Returns the
+    potential energy of gravity and springs."""
+    V = element_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj)
+    if ma.rd_pt.shape[0] > 0:
+        V += rod_forces(ma, p, A, r, Z, Zd, Zd, ROD_EXACT, fb, nb_)
+    return V
+
+
+@njit(cache=True)
+def element_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
+    """External loads (all but the rods'): per body the resultant force ``fb`` and moment about the global
     origin ``nb_``; joint spring-dampers as generalised forces ``Qj``; tire-ground
     contact forces (:func:`workbench.forces.tire_mf.element_force`: the force at the contact
     point of the wheel body and, for the Magic Formula law, the aligning moment; needs the
@@ -1036,8 +1047,6 @@ def applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
             _add_point_force(ma, fb, nb_, b, x2, Fv)
             for i in range(3):
                 nb_[b, i] += Mv[i]
-    if ma.rd_pt.shape[0] > 0:
-        V += rod_forces(ma, p, A, r, Z, Zd, Zd, ROD_EXACT, fb, nb_)
     return V
 
 

@@ -381,17 +381,27 @@ def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
 
 @njit(cache=True)
 def residual_tau(ma, p, t, z, zd, zdd, ws, form, tau):
-    """``tau = M(z) zdd - Q(z, zd, t)`` by the chosen semi-recursive variant.
+    """``tau = M(z) zdd - Q(z, zd, t)`` by the chosen semi-recursive variant (rods
+    exact).
 
     Returns the potential energy (gravity and springs)."""
+    return residual_tau_rods(ma, p, t, z, zd, zdd, ws, form, tau, ws.Zd, K.ROD_EXACT)
+
+
+@njit(cache=True)
+def residual_tau_rods(ma, p, t, z, zd, zdd, ws, form, tau, Zdh, rod_mode):
+    """:func:`residual_tau` with the rods' inertia taken as ``rod_mode`` says
+    (:func:`workbench.kernels.tree.rod_forces`; ``Zdh``: the frame accelerations of the
+    extrapolated relative accelerations, read unless the mode is exact)."""
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     fb = ws.fb
     nb_ = ws.nb
     Qj = ws.Qj
-    nf = ma.fr_parent.shape[0]
     K.frame_velocities(ma, zd, bcol, Z)
     K.frame_accelerations(ma, zd, zdd, r, u, bcol, Z, Zd)
-    V = K.applied_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj)
+    V = K.element_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj)
+    if ma.rd_pt.shape[0] > 0:
+        V += K.rod_forces(ma, p, A, r, Z, Zd, Zdh, rod_mode, fb, nb_)
     if form == FORM_ORIGIN:
         K.inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau)
     else:
