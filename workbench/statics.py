@@ -150,9 +150,7 @@ def at_rest(cm, t: float = 0.0):
     ma = cm.arrays
     p = np.array(ma.p, dtype=float, copy=True)
     p[fields] = 0.0
-    arrays = {f: getattr(ma, f) for f in AR.ModelArraysTuple._fields}
-    arrays["p"] = p
-    return dataclasses.replace(cm, arrays=AR.ModelArrays(**arrays))
+    return dataclasses.replace(cm, arrays=AR.with_fields(ma, p=p))
 
 
 def _rest_columns(cm, Gm, t: float = 0.0):

@@ -237,9 +237,11 @@ def _json_safe(obj):
 def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | None = None,
                    formulation: str = "sr-com", parameters: dict | None = None,
                    options: dict | None = None, history_stride: int | None = 1,
-                   plot: bool = True, warm_up: bool = True, progress: bool = False) -> dict:
+                   plot: bool = True, warm_up: bool = True, progress: bool = False,
+                   integrator: str = "trapezoidal", rods: dict | None = None) -> dict:
     """Load, simulate and write ``history.csv``, ``plot.png`` and ``summary.json`` to
     ``out_dir``.  Returns the summary dictionary (also written as JSON).
+    ``integrator`` and ``rods``: as :func:`workbench.simulate`.
 
     ``history_stride`` writes every k-th step (None: every
     :data:`SIMULATE_HISTORY_INTERVAL` seconds of simulated time); ``progress`` draws a
@@ -257,11 +259,13 @@ def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | N
         # one step first, so that the reported wall time excludes the just-in-time
         # compilation of the kernels (cached on disk after the first run)
         w0 = time.perf_counter()
-        simulate(cm, t_end=dt, dt=dt, formulation=formulation)
+        simulate(cm, t_end=dt, dt=dt, formulation=formulation, integrator=integrator,
+                 rods=rods)
         warmup = time.perf_counter() - w0
     bar = simulation_bar(f"{model.name}") if progress else None
     try:
-        result = simulate(cm, t_end=t_end, dt=dt, formulation=formulation, progress=bar)
+        result = simulate(cm, t_end=t_end, dt=dt, formulation=formulation, progress=bar,
+                          integrator=integrator, rods=rods)
     finally:
         if bar is not None:
             bar.close()
@@ -472,6 +476,14 @@ def _add_simulate(sub):
                    help="write every K-th step to history.csv (1: every step; default: "
                         f"every {SIMULATE_HISTORY_INTERVAL:g} s of simulated time)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    p.add_argument("--integrator", default="trapezoidal", choices=("trapezoidal", "rk4"),
+                   help="trapezoidal: implicit, the default (and the one of the gradients); "
+                        "rk4: explicit fourth-order Runge-Kutta on the independent "
+                        "coordinates (seed 002; sr-com and sr-origin)")
+    p.add_argument("--rods", action="append", default=None, metavar="KEY=VALUE",
+                   help="treatment of rod elements (repeatable): mode=exact|extrapolated|"
+                        "partitioned (other than exact with --integrator rk4), "
+                        "extrapolation=point|linear|quadratic (docs/rods.md)")
     p.set_defaults(func=_cmd_simulate)
 
 
@@ -487,7 +499,8 @@ def _cmd_simulate(args) -> int:
     s = run_simulation(args.model, out, t_end=args.t_end, dt=args.dt,
                        formulation=args.formulation, parameters=parameters, options=options,
                        history_stride=args.history_stride, plot=not args.no_plot,
-                       progress=True)
+                       progress=True, integrator=args.integrator,
+                       rods=_rod_settings(args.rods))
     print(f"simulated {s['model']}")
     _print_summary(s, out)
     return 0
@@ -625,10 +638,12 @@ def _add_reproduce(sub):
                     "'workbench reproduce five-bar' (buggy-step, buggy-dlc) runs only that "
                     "gradient report, 'workbench reproduce simulate' only the simulations, "
                     "'workbench reproduce penalty' the comparison of seed 003 (penalty "
-                    "formulation, four Jacobian methods) in DIR/penalty/.")
+                    "formulation, four Jacobian methods) in DIR/penalty/, "
+                    "'workbench reproduce rods' seed 002's Tables 4-6 (rods as elements, "
+                    "RK4, the sedan slalom) in DIR/rods/.")
     p.add_argument("target", nargs="?", default="all",
                    choices=("all", "simulate", "five-bar", "buggy-step", "buggy-dlc",
-                            "penalty"),
+                            "penalty", "rods"),
                    help="what to reproduce (default: all)")
     p.add_argument("--out", default="reports", metavar="DIR",
                    help="output directory (default: reports)")
@@ -688,6 +703,15 @@ def _cmd_reproduce(args) -> int:
         produced.append(out / "penalty" / "report.md")
         print(f"wrote {out / 'penalty'}/ (runs.csv, sparsity.csv, alpha.csv, report.md, "
               f"times.png) in {meta['total_s']:.1f} s")
+    if args.target in ("all", "rods"):
+        from workbench.apps.rods_report import rods_report
+        print("[rods] seed 002: the sedan slalom with RK4, rods exact, extrapolated and "
+              "partitioned (Tables 4-6) ...", flush=True)
+        meta = rods_report(out / "rods", quick=args.quick,
+                           log=lambda msg: print(msg, flush=True))
+        produced.append(out / "rods" / "report.md")
+        print(f"wrote {out / 'rods'}/ (table4.csv, table5.csv, table6.csv, orders.csv, "
+              f"report.md, errors.png) in {meta['total_s']:.1f} s")
     _publish(args, out, produced)
     return 0
 
@@ -947,6 +971,20 @@ def _quiet_numba() -> None:
 #: 3 internal error (a bug: one ``error:`` line, the traceback with --traceback), 130
 #: interrupted (Ctrl-C)
 EXIT_OK, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
+def _rod_settings(items) -> dict | None:
+    """``--rods KEY=VALUE`` options as a dict (checked by
+    :func:`workbench.integrators.simulation.rod_settings`)."""
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--rods {item!r}: expected KEY=VALUE, e.g. mode=partitioned")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _penalty_settings(items) -> dict:

@@ -61,10 +61,12 @@ REPRODUCTIONS = {
     "buggy-step": ("seed 001 Table 2", "Buggy vehicle, step descent: gradients of psi"),
     "buggy-dlc": ("seed 001 Table 3", "Buggy vehicle, double lane change: gradients of psi"),
     "penalty": ("seed 003 Tables 1-4", "Penalty formulation: the four Jacobian methods"),
+    "rods": ("seed 002 Tables 4-6", "Rods as elements: extrapolated rod inertia, sedan slalom"),
 }
 #: the model of each reproduction report (its reconstruction label)
 REPRODUCTION_MODEL = {"five-bar": "five-bar", "buggy-step": "buggy-step",
-                      "buggy-dlc": "buggy-dlc", "penalty": "spatial-four-bar"}
+                      "buggy-dlc": "buggy-dlc", "penalty": "spatial-four-bar",
+                      "rods": "sedan-slalom"}
 #: captions of the study figures (``studies.core.write_report``), by file name
 STUDY_FIGURES = {
     "history.png": "Objective J at each evaluation of the optimiser (0: the starting "
@@ -87,6 +89,10 @@ RECONSTRUCTION_TEXT = {
     "penalty": "The spatial four-bar, the four-bar grids and the coach are rebuilt from "
                "seed 003's descriptions (its figures and data are missing), and its tables "
                "are not available: its qualitative findings are quoted beside our numbers.",
+    "rods": "The sedan is rebuilt from seed 002's counts and rod masses (its geometry, "
+            "tyre, spring and slalom data are not published), so the seed's Tables 4-6 "
+            "are shown beside ours as trend anchors (orders, mass scaling, saving), not "
+            "compared value for value.",
 }
 #: a table cell that holds a number (with an optional bound sign, exponent or percent sign)
 _NUMBER = re.compile(r"^[<>]?\s*[-+\u2212]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*%?$"
@@ -377,7 +383,7 @@ def discover(root) -> list[Page]:
     for name, (table, what) in REPRODUCTIONS.items():
         md = root / name / "report.md"
         if md.is_file():
-            kind = name if name in ("five-bar", "penalty") else "buggy"
+            kind = name if name in ("five-bar", "penalty", "rods") else "buggy"
             pages.append(Page(md, md.with_suffix(".html"), _title(md, what), "Reproductions",
                               f"{name} ({table[9:]})",
                               f"workbench reproduce {name}{_out_flag(root)}",

@@ -57,9 +57,7 @@ def _rows(z, zd, zdd):
 def _with_fields(ma, **changed):
     """Kernel arrays equal to ``ma`` except the ``changed`` fields (same numba type, so
     no kernel is compiled again)."""
-    fields = {f: getattr(ma, f) for f in AR.ModelArraysTuple._fields}
-    fields.update(changed)
-    return AR.ModelArrays(**fields)
+    return AR.with_fields(ma, **changed)
 
 
 def _body_index(cm, body: str, kind: str = "body", ground: bool = True) -> int:

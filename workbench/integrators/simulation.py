@@ -237,6 +237,8 @@ class SimulationResult:
             "degrees_of_freedom": list(self.dof_names),
             "dof_revisions": [dict(r) for r in self.dof_revisions],
             "partition_changes": [dict(r) for r in self.partition_changes],
+            "integrator": self.integrator,
+            **({"rods": dict(self.rods)} if self.rods is not None else {}),
         }
 
     def to_frame(self):

@@ -284,6 +284,15 @@ def _from_tuple(values) -> KernelArrays:
     return struct_from_tuple(ModelArraysTuple(*values), ModelArraysType)
 
 
+def with_fields(ma, **changed) -> KernelArrays:
+    """Kernel arrays equal to ``ma`` except the ``changed`` fields (same numba type when
+    the changed arrays keep their dtypes and dimensions, so no kernel is compiled again),
+    e.g. ``with_fields(ma, p=p2)`` for other values of the fields."""
+    fields = {f: getattr(ma, f) for f in ModelArraysTuple._fields}
+    fields.update(changed)
+    return ModelArrays(**fields)
+
+
 def ModelArrays(**fields) -> KernelArrays:
     """Kernel arrays from keyword fields (the names of :data:`ModelArraysTuple`)."""
     tup = ModelArraysTuple(**fields)
