@@ -16,11 +16,10 @@ from workbench.forces.tir import read_tir, resolve_tir
 from workbench.forces.tire_mf import LAW_NAMES
 from workbench.kernels.scalar import cam_profile
 from workbench.model.elements import (COORD_SUFFIX, CUT_TYPES, GROUND, JOINT_MACROS, JOINT_TYPES,
-                                      Body, CamRelation, CutJoint, Distance, Drive, Joint,
-                                      JointSpring, Load, Parameter, PathFollower,
-                                      ROD_EXTRAPOLATIONS, ROD_MODES, Road, SpeedControl,
-                                      Spring, TimeFunction, Tire, as_vec3,
-                                      numeric_value, unit_vector)
+                                      ROD_EXTRAPOLATIONS, ROD_MODES, Body, CamRelation, CutJoint,
+                                      Distance, Drive, Joint, JointSpring, Load, Parameter,
+                                      PathFollower, Road, SpeedControl, Spring, TimeFunction, Tire,
+                                      as_vec3, numeric_value, unit_vector)
 from workbench.model.serialize import model_to_dict
 from workbench.model.units import dimension_of
 
