@@ -66,7 +66,7 @@ REPRODUCTIONS = {
 #: the model of each reproduction report (its reconstruction label)
 REPRODUCTION_MODEL = {"five-bar": "five-bar", "buggy-step": "buggy-step",
                       "buggy-dlc": "buggy-dlc", "penalty": "spatial-four-bar",
-                      "rods": "sedan-slalom"}
+                      "rods": "sedan-sine-slalom"}
 #: captions of the study figures (``studies.core.write_report``), by file name
 STUDY_FIGURES = {
     "history.png": "Objective J at each evaluation of the optimiser (0: the starting "

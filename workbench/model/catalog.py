@@ -4,7 +4,7 @@
 >>> catalog.names()
 ['bricard', 'buggy-dlc', 'buggy-step', 'buggy-template', 'cam-follower', 'coach',
  'coach-template', 'five-bar', 'four-bar-grid', 'n-four-bar', 'pendulum', 'point-to-line',
- 'quick-return', 'slider-crank', 'spatial-four-bar']
+ 'quick-return', 'sedan', 'sedan-slalom', 'slider-crank', 'spatial-four-bar']
 >>> model = catalog.load("n-four-bar", N=4)      # generator option
 >>> model = catalog.load("five-bar", mA1=3.5)    # parameter value (in its own unit)
 

@@ -6,7 +6,7 @@ A vehicle is described by subsystem templates (in the spirit of Chrono::Vehicle'
 subsystems) in a ``[vehicle]`` section of a model file, or a Python dict given to
 :func:`build_vehicle`.  :func:`expand_vehicle` turns it into the ordinary sections of the
 model-file format (``[[bodies]]``, ``[[joints]]``, ``[[cuts]]``, ``[[distances]]``,
-``[[drives]]``, ``[[springs]]``, ``[[joint_springs]]``, ``[[anti_roll_bars]]``,
+``[[rods]]``, ``[[drives]]``, ``[[springs]]``, ``[[joint_springs]]``, ``[[anti_roll_bars]]``,
 ``[[tires]]``, ``[[speed_controls]]`` and ``[model] dof``), which
 :func:`workbench.model.files.model_from_dict` then builds like any hand-written file: every
 body, joint and element of the expanded vehicle is visible and named, and every number is
@@ -25,6 +25,9 @@ Templates (docs/vehicle-templates.md lists every key, unit, default and generate
   rods, distance constraints);
 * steering: ``rack`` (prismatic, driven by a time function) or ``lever`` (revolute,
   driven), with tie rods as distance constraints to the steered uprights;
+* rods (the five multi-link rods, tie rods, toe links): a ``[[distances]]`` entry, or a
+  ``[[rods]]`` entry (distance constraint + the mass of a uniform slender bar) when the
+  template table gives the rod a ``mass`` (``tie_mass`` for tie rods and toe links);
 * wheels (optionally dual), tires (any law of :meth:`Model.tire`: rigid disc or Magic
   Formula with a ``.tir`` and coefficient overrides), spring-dampers (any law of
   :meth:`Model.spring`: linear, air spring, piecewise damper), anti-roll bars
@@ -49,7 +52,7 @@ __all__ = ["expand_vehicle", "expand_document", "SUSPENSIONS", "STEERINGS"]
 
 SIDES = (("l", 1.0), ("r", -1.0))
 #: sections produced by the expansion, in the order the file format processes them
-_OUT_SECTIONS = ("bodies", "joints", "anti_roll_bars", "cuts", "distances", "drives",
+_OUT_SECTIONS = ("bodies", "joints", "anti_roll_bars", "cuts", "distances", "rods", "drives",
                  "springs", "joint_springs", "tires", "speed_controls")
 
 
@@ -269,7 +272,7 @@ def _points(t: _Table, key) -> dict:
 # ----------------------------------------------------------------------------------------
 
 _STEER_KEYS = ("type", "name", "joint", "drive", "axle", "mount", "axis", "mass", "com",
-               "inertia", "inner", "tie_length", "input", "provenance")
+               "inertia", "inner", "tie_length", "tie_mass", "input", "provenance")
 
 
 def _steering_common(V: _Vehicle, t: _Table, kind: str, body: str, joint: str, jtype: str,
@@ -289,7 +292,8 @@ def _steering_common(V: _Vehicle, t: _Table, kind: str, body: str, joint: str, j
     V.out["drives"].append({"name": t.text("drive", "steering"), "joint": joint,
                             "function": inp})
     V.steering = {"axle": t.get("axle"), "body": body, "points": ("tl", "tr"),
-                  "length": t["tie_length"], "used": False, "where": t.where}
+                  "length": t["tie_length"], "mass": t.get("tie_mass"), "used": False,
+                  "where": t.where}
 
 
 def _steer_rack(V: _Vehicle, spec) -> None:
@@ -487,10 +491,9 @@ class _Axle:
         if self.steered():
             st = V.steering
             st["used"] = True
-            V.out["distances"].append({
-                "name": p + "tie", "body1": st["body"],
-                "point1": st["points"][0 if side == "l" else 1], "body2": upright,
-                "point2": "tie", "length": st["length"]})
+            _rod(V, {"name": p + "tie", "body1": st["body"],
+                     "point1": st["points"][0 if side == "l" else 1], "body2": upright,
+                     "point2": "tie", "length": st["length"]}, st["mass"])
             return
         if "tie_in" not in t or "tie_length" not in t:
             raise ModelError(f"{t.where}: an axle that is not steered needs 'tie_in' and "
@@ -498,9 +501,19 @@ class _Axle:
                              f"{tie_out_key!r} point)")
         inner = V.point(self.chassis, p + "tie_in", _side(t["tie_in"], sign,
                                                           t.where + " tie_in"), t.where)
-        V.out["distances"].append({"name": p + "tie", "body1": self.chassis,
-                                   "point1": inner, "body2": upright, "point2": "tie",
-                                   "length": t["tie_length"]})
+        _rod(V, {"name": p + "tie", "body1": self.chassis, "point1": inner,
+                 "body2": upright, "point2": "tie", "length": t["tie_length"]},
+             t.get("tie_mass"))
+
+
+def _rod(V: _Vehicle, entry: dict, mass) -> None:
+    """A distance constraint between two body points: a ``[[distances]]`` entry, or, when
+    the template gives the bar a ``mass`` (kg, parametric), a ``[[rods]]`` entry (the
+    distance constraint plus the mass of a uniform slender bar between the two points)."""
+    if mass is None:
+        V.out["distances"].append(entry)
+    else:
+        V.out["rods"].append(dict(entry, mass=mass))
 
 
 def _part(ax: _Axle, key: str) -> _Table:
@@ -527,7 +540,7 @@ def _double_wishbone(V: _Vehicle, spec, index: int) -> None:
     ax = _Axle(V, spec, index, "double-wishbone",
                ("lower_in", "lower_out", "upper_in", "upper_out", "tie_out", "lower_arm",
                 "upper_arm", "upright"),
-               ("lower_axis", "upper_axis", "tie_in", "tie_length"))
+               ("lower_axis", "upper_axis", "tie_in", "tie_length", "tie_mass"))
     t = ax.t
     ax.check_on(("lower", "upper", "upright"))
     lo, uo, up = _part(ax, "lower_arm"), _part(ax, "upper_arm"), _part(ax, "upright")
@@ -650,7 +663,7 @@ def _macpherson(V: _Vehicle, spec, index: int) -> None:
     ax = _Axle(V, spec, index, "macpherson",
                ("lower_in", "lower_out", "strut_top", "strut_low", "tie_out", "lower_arm",
                 "upright"),
-               ("lower_axis", "tie_in", "tie_length"))
+               ("lower_axis", "tie_in", "tie_length", "tie_mass"))
     t = ax.t
     ax.check_on(("lower", "upright"))
     lo, up = _part(ax, "lower_arm"), _part(ax, "upright")
@@ -700,7 +713,7 @@ def _macpherson(V: _Vehicle, spec, index: int) -> None:
         ax.arb_emit(ax.arb_points(per_side, "lower", lambda s: "arb"))
 
 
-_ROD_KEYS = ("name", "chassis", "upright", "length")
+_ROD_KEYS = ("name", "chassis", "upright", "length", "mass")
 
 
 def _multi_link(V: _Vehicle, spec, index: int) -> None:
@@ -715,7 +728,7 @@ def _multi_link(V: _Vehicle, spec, index: int) -> None:
     rods = t["rods"]
     if not isinstance(rods, list) or len(rods) != 5:
         raise ModelError(f"{t.where} rods: expected five rod tables {{name, chassis, upright"
-                         f"[, length]}}, got {rods!r}")
+                         f"[, length, mass]}}, got {rods!r}")
     rods = [_Table(r, f"{t.where} rods[{i}]", ("name", "chassis", "upright"), _ROD_KEYS)
             for i, r in enumerate(rods)]
     center = ax.wheel.vec("center")
@@ -742,9 +755,8 @@ def _multi_link(V: _Vehicle, spec, index: int) -> None:
                 a = _numeric(V, V.bodies[ax.chassis]["points"][inner])
                 b = _numeric(V, points[r["name"]])
                 length = float(sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5)
-            V.out["distances"].append({"name": f"{p}{r['name']}", "body1": ax.chassis,
-                                       "point1": inner, "body2": upr, "point2": r["name"],
-                                       "length": length})
+            _rod(V, {"name": f"{p}{r['name']}", "body1": ax.chassis, "point1": inner,
+                     "body2": upr, "point2": r["name"], "length": length}, r.get("mass"))
         ax.wheel_side(side, sign, upr, "hub")
         V.dof_susp.append(upr + ".z")
     for side, sign in SIDES:
