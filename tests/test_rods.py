@@ -290,3 +290,29 @@ def test_rod_pendulum_starts_with_the_analytic_acceleration(form):
     # rounding: measured 4e-16 (semi-recursive), 4e-15 (multipliers), 0 (penalty: the
     # consistent start solves the augmented system)
     assert abs(res.zdd[0, ix] - L * np.cos(th) * thdd) < 1e-13 * abs(L * np.cos(th) * thdd)
+
+
+def test_rods_report_metric_mass_scaling_and_order_fit():
+    """The report's building blocks: the error metric (max over all entries; max over
+    rows of the row norm), the rod-mass scaling of Table 5 (only the rods' mass fields
+    change) and the least-squares order fit (exact on synthetic power laws)."""
+    from types import SimpleNamespace
+
+    from workbench.apps import rods_report as RR
+
+    ref = SimpleNamespace(zdd=np.zeros((3, 2)))
+    app = SimpleNamespace(zdd=np.array([[0.0, 0.0], [3.0, -4.0], [0.0, 4.5]]))
+    assert RR.acceleration_errors(app, ref) == (4.5, 5.0)
+    cm = _as_rod(1.5).compile()
+    sc = RR.scaled_rod_masses(cm, 2.0)
+    p0, p1 = np.asarray(cm.arrays.p), np.asarray(sc.arrays.p)
+    rd = np.asarray(cm.arrays.rd_m)
+    assert np.all(p1[rd] == 2.0 * p0[rd]) and p0[rd][0] == 1.5
+    assert np.array_equal(np.delete(p1, rd), np.delete(p0, rd))
+    rows = [{"h_s": h, "mode": "extrapolated", "extrapolation": ext,
+             "max": 3.0 * h ** (k + 1), "norm": 5.0 * h ** (k + 1)}
+            for k, ext in enumerate(RR.EXTRAPOLATIONS) for h in RR.T4_STEPS]
+    fit = {r["extrapolation"]: r for r in RR._orders(rows)}
+    for k, ext in enumerate(RR.EXTRAPOLATIONS):
+        assert abs(fit[ext]["order_max"] - (k + 1)) < 1e-9
+        assert abs(fit[ext]["order_norm"] - (k + 1)) < 1e-9

@@ -379,7 +379,7 @@ WHY = """* **Orders.** Point, linear and quadratic extrapolation of the relative
   slowly than h^3 (its fit is printed beside ours).
 * **Partitioned below extrapolated.** Keeping the body-diagonal blocks ``m/3`` exact and
   lagging only the coupling blocks ``m/6`` lags a third of the rod inertia; the error falls
-  by a factor 5 to 40 (Tables 4 and 5), the seed's claim for its eq 49.  Its cost per
+  by a factor 5 to 45 (Tables 4 and 5), the seed's claim for its eq 49.  Its cost per
   evaluation is the exact formulation's here (Table 6: the diagonal blocks are still
   formed, and the extrapolated end kinematics are added), a few per cent above the
   extrapolated mode's, so at equal cost (the partitioned mode at twice the step of the
@@ -392,8 +392,12 @@ WHY = """* **Orders.** Point, linear and quadratic extrapolation of the relative
   = ...``, which is stable only for ``mu`` below 1 (point), 1/3 (linear) and 1/7
   (quadratic).  The sedan's rear corner carries 12 kg of links on a 14 kg knuckle and an
   18 kg wheel: the lagged share (a third of the links' mass at the knuckle end) is about
-  0.1 of the corner's inertia in wheel travel, inside even the quadratic limit; a heavy
-  rod with quadratic extrapolation diverges (docs/rods.md).
+  0.1 of the corner's inertia in wheel travel, inside even the quadratic limit at the
+  seed's masses.  Doubling them crosses the quadratic limit and tripling them the linear
+  one: those extrapolated runs diverge (Table 5), as the limits predict; the partitioned
+  mode lags a third as much and stays stable (docs/rods.md).  The seed reports every
+  cell of its Table 5, so its corners were heavier against its rods than ours, or its
+  Table 5 was computed with the partition (it does not say).
 * **Time.** Our mass matrix is dense: the projected system ``R^T M R`` is formed with
   dense products and factorised whatever the fill-in, so removing the coupling blocks does
   not make the factorisation cheaper, as it does with the seed's sparse solver.  What an
