@@ -12,12 +12,12 @@ from workbench.integrators.simulation import FAMILY_RUNS
 from workbench.sensitivities.sweeps import FAMILY_SWEEPS
 
 #: families that simulate but have no sensitivity sweeps yet (refused by name, tested below)
-SIMULATION_ONLY = {"multipliers"}
+SIMULATION_ONLY = {"multipliers", "rcr"}
 
 
 def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():
     assert set(REGISTRY) == {"sr-com", "sr-origin", "global", "global-partitioned",
-                             "multipliers", "multipliers-origin", "penalty"}
+                             "multipliers", "multipliers-origin", "penalty", "rcr"}
     for family in {f.family for f in REGISTRY.values()}:
         codes = [f.code for f in REGISTRY.values() if f.family == family]
         assert len(set(codes)) == len(codes)        # a family's kernels tell them apart
@@ -40,13 +40,13 @@ def test_a_simulation_only_formulation_simulates_and_refuses_gradients(name):
 
 def test_an_unknown_formulation_is_a_typed_error_naming_the_choices():
     with pytest.raises(UnknownFormulationError) as exc:
-        get("rcr")
-    assert "rcr" in str(exc.value) and "sr-com" in str(exc.value)
+        get("gcl")
+    assert "gcl" in str(exc.value) and "sr-com" in str(exc.value)
     assert isinstance(exc.value, ModelError) and isinstance(exc.value, ValueError)
     with pytest.raises(UnknownFormulationError):
-        wb.simulate("pendulum", t_end=0.01, dt=1e-3, formulation="rcr")
+        wb.simulate("pendulum", t_end=0.01, dt=1e-3, formulation="gcl")
     with pytest.raises(UnknownFormulationError):
-        wb.sensitivity("pendulum", t_end=0.01, dt=1e-3, formulation="rcr")
+        wb.sensitivity("pendulum", t_end=0.01, dt=1e-3, formulation="gcl")
 
 
 def test_a_formulation_without_checkpointing_refuses_checkpoint_steps():

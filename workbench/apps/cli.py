@@ -238,7 +238,7 @@ def run_simulation(spec: str, out_dir, t_end: float | None = None, dt: float | N
                    formulation: str = "sr-com", parameters: dict | None = None,
                    options: dict | None = None, history_stride: int | None = 1,
                    plot: bool = True, warm_up: bool = True, progress: bool = False,
-                   integrator: str = "trapezoidal", rods: dict | None = None) -> dict:
+                   integrator: str | None = None, rods: dict | None = None) -> dict:
     """Load, simulate and write ``history.csv``, ``plot.png`` and ``summary.json`` to
     ``out_dir``.  Returns the summary dictionary (also written as JSON).
     ``integrator`` and ``rods``: as :func:`workbench.simulate`.
@@ -444,7 +444,9 @@ def _add_common_sim_args(p):
                         "independent coordinates); multipliers, multipliers-origin: the "
                         "semi-recursive equations with the loop closures solved by Lagrange "
                         "multipliers and Baumgarte stabilisation (seed 000; simulation only); "
-                        "penalty: loops closed by penalty forces, seed 003 (--penalty)")
+                        "penalty: loops closed by penalty forces, seed 003 (--penalty); "
+                        "rcr: recursive coordinate reduction, O(n + m), seed 004 (explicit "
+                        "RK4; simulation only)")
     p.add_argument("--penalty", action="append", default=None, metavar="KEY=VALUE",
                    help="an option of the penalty formulation (repeatable): alpha=1e8, "
                         "jacobian=nd|nd-colored|exact|exact-colored, reuse=3, "
@@ -476,10 +478,10 @@ def _add_simulate(sub):
                    help="write every K-th step to history.csv (1: every step; default: "
                         f"every {SIMULATE_HISTORY_INTERVAL:g} s of simulated time)")
     p.add_argument("--no-plot", action="store_true", help="do not write plot.png")
-    p.add_argument("--integrator", default="trapezoidal", choices=("trapezoidal", "rk4"),
+    p.add_argument("--integrator", default=None, choices=("trapezoidal", "rk4"),
                    help="trapezoidal: implicit, the default (and the one of the gradients); "
                         "rk4: explicit fourth-order Runge-Kutta on the independent "
-                        "coordinates (seed 002; sr-com and sr-origin)")
+                        "coordinates (seed 002; sr-com, sr-origin; the rule of rcr)")
     p.add_argument("--rods", action="append", default=None, metavar="KEY=VALUE",
                    help="treatment of rod elements (repeatable): mode=exact|extrapolated|"
                         "partitioned (other than exact with --integrator rk4), "
@@ -811,24 +813,47 @@ def _write_index(out: Path, rows, args, started: str, total: float) -> None:
 
 def _add_bench(sub):
     p = sub.add_parser(
-        "bench", help="benchmarks: gradient cost relative to the simulation",
+        "bench", help="benchmarks: gradient cost, closed-loop scaling",
         description="'workbench bench sensitivity' times, in one run, the simulation, the "
                     "direct and adjoint gradients and central differences on the five-bar "
                     "(p = 5) and on a generated closed chain with p = 5 and p = 50 "
-                    "parameters, and prints them as ratios to the simulation.")
-    p.add_argument("what", choices=("sensitivity",), help="which benchmark")
+                    "parameters, and prints them as ratios to the simulation.  "
+                    "'workbench bench scaling' times the closed-loop acceleration solve, "
+                    "RCR (seed 004) against Matrix-R, on the N-four-bar and on a chain "
+                    "closed once of growing size, and prints the fitted exponents and the "
+                    "crossover (with --out: DIR/scaling.csv and DIR/scaling.png).")
+    p.add_argument("what", choices=("sensitivity", "scaling"), help="which benchmark")
+    p.add_argument("--families", default=None, metavar="F[,F]",
+                   help="scaling: n-four-bar, closed-chain (default both)")
+    p.add_argument("--sizes", default=None, metavar="S[,S...]",
+                   help="scaling: loop counts N / link counts (default 10,30,100,300,1000)")
     p.add_argument("--t-end", type=float, default=5.0, help="five-bar end time (default 5)")
     p.add_argument("--chain-t-end", type=float, default=2.0,
                    help="closed-chain end time (default 2)")
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--formulation", default="sr-com", choices=tuple(REGISTRY))
-    p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/bench.json")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write DIR/bench.json (scaling: DIR/scaling.csv, .png)")
     p.add_argument("--repeat", type=_positive_int, default=5,
                    help="each timing is the median of this many runs (default 5)")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(args) -> int:
+    if args.what == "scaling":
+        from workbench.formulations.rcr.scaling import FAMILIES, bench_scaling
+        fams = tuple(args.families.split(",")) if args.families else tuple(FAMILIES)
+        for f in fams:
+            if f not in FAMILIES:
+                raise CLIError(f"--families: unknown family {f!r}; known: {tuple(FAMILIES)}")
+        try:
+            sizes = (tuple(int(s) for s in args.sizes.split(",")) if args.sizes else None)
+        except ValueError:
+            raise CLIError(f"--sizes: integers separated by commas, got {args.sizes!r}")
+        if sizes is not None and (len(sizes) < 2 or min(sizes) < 2):
+            raise CLIError("--sizes: at least two sizes, each >= 2")
+        bench_scaling(fams, sizes, out=args.out)
+        return 0
     from workbench.apps.bench import bench_sensitivity
     bench_sensitivity(t_end=args.t_end, dt=args.dt, chain_t_end=args.chain_t_end,
                       formulation=args.formulation, out=args.out, repeat=args.repeat)

@@ -2,8 +2,9 @@
 semi-recursive Matrix-R formulation with both reference points
 (:mod:`~workbench.formulations.semirecursive`), the global Matrix-R formulation in natural
 coordinates and its coordinate-partitioning variant (:mod:`~workbench.formulations.natural`)
-the closures by Lagrange multipliers (:mod:`~workbench.formulations.multipliers`) and by
-penalty forces (:mod:`~workbench.formulations.penalty`, seed 003).
+the closures by Lagrange multipliers (:mod:`~workbench.formulations.multipliers`), by
+penalty forces (:mod:`~workbench.formulations.penalty`, seed 003) and by recursive
+coordinate reduction (:mod:`~workbench.formulations.rcr`, seed 004).
 
 :data:`REGISTRY` maps each formulation name to its
 :class:`~workbench.formulations.interface.Formulation`; :func:`get` resolves a name with a
@@ -17,11 +18,12 @@ from workbench.formulations.interface import (FORM_COM, FORM_GLOBAL, FORM_ORIGIN
 from workbench.formulations.multipliers import MULT_COM, MULT_ORIGIN
 from workbench.formulations.natural import NATURAL, PARTITIONED
 from workbench.formulations.penalty import PENALTY
+from workbench.formulations.rcr import RCR
 from workbench.formulations.semirecursive import SR_COM, SR_ORIGIN
 
 #: every formulation by name
 REGISTRY: dict[str, Formulation] = {f.name: f for f in (SR_COM, SR_ORIGIN, NATURAL, PARTITIONED,
-                                                        MULT_COM, MULT_ORIGIN, PENALTY)}
+                                                        MULT_COM, MULT_ORIGIN, PENALTY, RCR)}
 
 
 class UnknownFormulationError(ModelError, ValueError):

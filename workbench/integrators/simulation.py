@@ -263,7 +263,7 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
              t0: float = 0.0, newton_tol: float = NEWTON_TOL,
              newton_maxit: int = NEWTON_MAXIT, keep_states: bool = False,
              progress=None, baumgarte: tuple | None = None,
-             penalty: dict | None = None, integrator: str = "trapezoidal",
+             penalty: dict | None = None, integrator: str | None = None,
              rods: dict | None = None) -> SimulationResult:
     """Simulate ``model`` from ``t0`` to ``t_end`` with the fixed-step implicit trapezoidal
     rule (step ``dt``) and the semi-recursive Matrix-R formulation.
@@ -298,8 +298,10 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     column groups and the evaluations spent.
 
     ``integrator = "rk4"`` integrates with the explicit fourth-order Runge-Kutta method on
-    the independent coordinates (seed 002; the semi-recursive formulations only;
-    :mod:`workbench.integrators.rk4`) instead of the implicit trapezoidal rule.  ``rods =
+    the independent coordinates (seed 002; the semi-recursive formulations;
+    :mod:`workbench.integrators.rk4`) instead of the implicit trapezoidal rule (the default,
+    ``None``: the formulation's own rule, RK4 for ``"rcr"``, whose O(n + m) evaluation
+    gives accelerations, not the Newton matrix of the implicit rule).  ``rods =
     {"mode": ..., "extrapolation": ...}`` overrides the model's treatment of its rod
     elements (:meth:`workbench.model.builder.Model.rod_options`); the modes other than
     ``"exact"`` need ``"rk4"`` (the trapezoidal rule solves for the accelerations, so it
@@ -321,15 +323,22 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         with run_settings(progress, baumgarte, penalty):
             return simulate(model, t_end, dt, formulation, t0, newton_tol, newton_maxit,
                             keep_states, integrator=integrator, rods=rods)
+    family = get_formulation(formulation).family
+    if integrator is None:
+        integrator = "rk4" if family == "rcr" else "trapezoidal"
     if integrator not in INTEGRATORS:
         raise OptionError(f"integrator {integrator!r} is not one of "
                           f"{', '.join(INTEGRATORS)}")
+    if family == "rcr" and integrator != "rk4":
+        raise OptionError("formulation 'rcr' integrates with integrator='rk4' (its O(n + m) "
+                          "evaluation gives the accelerations, not the Newton matrix of the "
+                          "implicit trapezoidal rule)")
     cm = as_compiled(model)
     rod_opts = rod_settings(cm, rods, integrator)
     if integrator == "rk4":
-        if get_formulation(formulation).family != "semirecursive":
+        if family not in ("semirecursive", "rcr"):
             raise OptionError(f"integrator 'rk4' runs the semi-recursive formulations "
-                              f"(sr-com, sr-origin), not {formulation!r}")
+                              f"(sr-com, sr-origin) and rcr, not {formulation!r}")
         if keep_states:
             raise OptionError("keep_states: the kept states serve the sensitivities of the "
                               "trapezoidal rule; integrator 'rk4' keeps none")
@@ -342,7 +351,7 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     start = _time.perf_counter()
     while True:
         try:
-            if integrator == "rk4":
+            if integrator == "rk4" and family == "semirecursive":
                 res = _run_rk4(cm, formulation, form, float(t0), float(dt), nsteps, rod_opts)
             else:
                 res = integrate_steps(cm, formulation, form, float(t0), float(dt), nsteps,
@@ -676,6 +685,57 @@ def _run_rk4(cm, formulation, form, t0, dt, nsteps, rod_opts) -> SimulationResul
     return _run_job(RK4Job(cm, formulation, form, t0, dt, nsteps, rod_opts), nsteps)
 
 
+#: relative pivot below which formulation "rcr" stops with a typed error naming the
+#: dependent coordinate: rounding level, so that a run crosses a bifurcation of the closures
+#: (the N-four-bar's aligned position: relative pivots ~1e-12 at the nearest RK4 stage) as
+#: Matrix-R's least squares does, with the same rounding-dominated accelerations there
+RCR_PIVOT_TOL = 1e-14
+
+
+def _run_rcr(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+              newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """Formulation ``"rcr"`` (seed 004): explicit RK4 on the model's degrees of freedom
+    through the O(n + m) RCR evaluation (:class:`workbench.formulations.rcr.LoopSolver`,
+    the other coordinates the loops' dependents, arbitrary coordinate selection)."""
+    from workbench.formulations.rcr import LoopSolver
+    from workbench.formulations.rcr import closure as RC
+    from workbench.kernels.layout import DOF_COORD
+
+    if keep_states or resume is not None:
+        raise OptionError("formulation 'rcr' keeps no states and has no restarts (no "
+                          "sensitivities yet)")
+    ma = cm.arrays
+    if any(int(t) != DOF_COORD for t in ma.dof_type):
+        raise OptionError(f"model {cm.name!r}: formulation 'rcr' needs joint coordinates as "
+                          "degrees of freedom (the model has natural-coordinate DOFs)")
+    cols = [int(ma.dof_i[k, 0]) for k in range(cm.d)]
+    dependents = [cm.coord_names[c] for c in range(cm.n) if c not in cols]
+    z = np.array(z0, dtype=float)
+    zd = np.array(cm.zd_guess, dtype=float)
+    z[cols] = zi0
+    zd[cols] = zdi0
+    solver = LoopSolver(cm, dependents=dependents, z0=z, pivot_tol=RCR_PIVOT_TOL)
+    start = _time.perf_counter()
+    out = solver.simulate_rk4(t0 + nsteps * dt, dt, z0=z, zd0=zd, t0=t0)
+    wall = _time.perf_counter() - start
+    N = nsteps + 1
+    viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
+    RC.record_rows(ma, ma.p, out["t"], out["z"], out["zd"], out["zdd"], cm.conservative,
+                   viol, vviol, E)
+    steps = np.ones((N, 2), dtype=np.int64)
+    steps[0] = 0
+    iters = np.full(N, 4, dtype=np.int64)
+    iters[0] = 0
+    return SimulationResult(
+        model=cm.name, formulation=formulation, t=out["t"], z=out["z"], zd=out["zd"],
+        zdd=out["zdd"], zi=out["z"][:, cols].copy(), zdi=out["zd"][:, cols].copy(),
+        zddi=out["zdd"][:, cols].copy(), constraint_violation=viol,
+        velocity_violation=vviol, newton_iterations=iters,
+        energy=E if cm.conservative else None, step_kind=steps,
+        coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
+        compiled=cm, integrator="rk4")
+
+
 def raise_global_singular(cm, bad: int, t: float, ctx: str):
     """Raise :class:`SingularConfigurationError` for a rank-deficient ``Theta_q`` of the
     global formulation, naming the natural coordinate (body, point or unit-vector
@@ -925,6 +985,6 @@ def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_to
     return res
 
 
-FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global,
+FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global, "rcr": _run_rcr,
                "multipliers": _run_multipliers, "partitioned": _run_partitioned,
                "penalty": _run_penalty}

@@ -1,16 +1,36 @@
-"""Recursive coordinate reduction (seed 004, Critchley and Anderson), issue 27: so far only
-its first part, the O(n) articulated-body forward dynamics of the open tree
-(:mod:`workbench.formulations.rcr.tree`, seed 004 eqs 7-22).  The closed-loop method (RCR,
-ACS, GCL) is not built, and no formulation ``"rcr"`` is registered (docs/rcr.md).
+"""Recursive coordinate reduction (seed 004, Critchley and Anderson), issue 27 (docs/rcr.md):
 
-:func:`tree_accelerations` is the Python entry point: ``zdd = M^-1 Q`` of a compiled
-model's spanning tree, its closures ignored."""
+* the O(n) articulated-body forward dynamics of the open tree
+  (:mod:`workbench.formulations.rcr.tree`, seed 004 eqs 7-22); Python entry point
+  :func:`tree_accelerations` (``zdd = M^-1 Q`` of the spanning tree, closures ignored);
+* the O(n + m) acceleration solve of closed-loop models by RCR, with arbitrary coordinate
+  selection (ACS) and loops coupled through shared coordinates on a common base
+  (:mod:`workbench.formulations.rcr.loops`, :mod:`workbench.formulations.rcr.topology`,
+  seed 004 eqs 23-102); Python entry points :class:`LoopSolver` and
+  :func:`loop_accelerations` (a consistent state in, ``zdd`` out).
+
+* the position and velocity problems in RCR form and the explicit RK4 integrator through
+  them (:mod:`workbench.formulations.rcr.closure`);
+* the formulation ``"rcr"`` (:data:`RCR`): ``simulate(..., formulation="rcr")`` integrates
+  the model's own degrees of freedom with RK4 through the O(n + m) evaluation, the other
+  coordinates being the loops' dependents (ACS).
+
+Not built: GCL with different bases, gradients (docs/rcr.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from workbench.errors import SingularConfigurationError
+from workbench.formulations.interface import FORM_ORIGIN, Formulation
+
+#: the formulation ``"rcr"`` (family ``"rcr"``: its run is the explicit RK4 rule through
+#: :meth:`LoopSolver.solve`, :func:`workbench.integrators.simulation.FAMILY_RUNS`)
+RCR = Formulation(
+    name="rcr", code=FORM_ORIGIN, family="rcr",
+    label="recursive coordinate reduction (seed 004): O(n + m) forward dynamics of the "
+          "closed loops, explicit RK4",
+    statics_formulation="sr-origin", keeps_states=False, checkpointing=False)
 
 
 def tree_accelerations(cm, t, z, zd):
@@ -42,3 +62,170 @@ def tree_accelerations(cm, t, z, zd):
             f"inertia outboard of the joint along its axis, the mass matrix is singular",
             float(t), joints)
     return zdd
+
+
+class LoopSolver:
+    """RCR of a closed-loop model (seed 004 eqs 23-102,
+    :mod:`workbench.formulations.rcr.loops`; position and velocity problems,
+    :mod:`workbench.formulations.rcr.closure`): the loop structure and the work arrays, built
+    once, then in O(n + m) :meth:`accelerations` per consistent state, :meth:`solve` (a
+    whole evaluation from the independent coordinates) and :meth:`simulate_rk4`.
+
+    ``dependents``: ``None`` (the trailing ``m_i`` coordinates of every loop, plain RCR),
+    ``"auto"`` (the trailing set where it is valid at ``z0``, otherwise the nearest valid
+    set from the end of each loop, by the pivot test) or coordinate names / indices
+    (arbitrary coordinate selection, ACS); ``z0``: the
+    configuration at which the loops' ranks are taken (default ``cm.z_guess``);
+    ``pivot_tol``: a dependent's pivot ``a^T R a`` below ``pivot_tol * a^T a`` is singular."""
+
+    def __init__(self, cm, dependents=None, z0=None, pivot_tol=1e-10):
+        from workbench.formulations.rcr import loops as RL
+        from workbench.formulations.rcr import tree as RT
+        from workbench.formulations.rcr.topology import loop_structure
+        from workbench.formulations.semirecursive import matrixr as MR
+
+        self.cm = cm
+        ma = cm.arrays
+        z0 = cm.z_guess if z0 is None else z0
+        self.structure = loop_structure(cm, z0, dependents, pivot_tol=pivot_tol)
+        self.ws = MR.make_workspace(ma, cm.n)
+        self.aw = RT.make_aba_workspace(ma)
+        self.lw = RL.make_loop_workspace(ma, self.structure)
+        self.pivot_tol = float(pivot_tol)
+        self._paths = None
+        ls = self.structure
+        own = set()
+        for lo in range(ls.l_fa.shape[0]):
+            a, b = ls.l_coord_ptr[lo], ls.l_coord_ptr[lo + 1]
+            own |= {int(c) for c, st in zip(ls.lc_coord[a:b], ls.lc_status[a:b])
+                    if st == RL.ST_OWN}
+        #: the dependent coordinates (own dependents of the loops) and the independent ones
+        #: (every other coordinate: the state of :meth:`simulate_rk4`)
+        self.dependent = np.array(sorted(own), dtype=np.int64)
+        self.independent = np.array([c for c in range(cm.n) if c not in own], dtype=np.int64)
+
+    @property
+    def paths(self):
+        """The loops' frame paths ``(ptr, frames)`` of the position problem
+        (:func:`workbench.formulations.rcr.topology.loop_paths`, built on first use)."""
+        if self._paths is None:
+            from workbench.formulations.rcr.topology import loop_paths
+            self._paths = loop_paths(self.cm, self.structure)
+        return self._paths
+
+    def _raise(self, kind, bad, t, residual=None):
+        from workbench.errors import AssemblyError
+        from workbench.formulations.rcr import loops as RL
+
+        cm = self.cm
+        joints = cm.joints_of_coordinates([bad])
+        name = cm.coord_names[bad]
+        if kind == "position":
+            raise AssemblyError(
+                f"model {cm.name!r}: the RCR position problem of the loop with dependent "
+                f"{name!r} (joint {', '.join(joints)}) did not converge (residual "
+                f"{residual:.3g}): the loop cannot close near the guess", float(t),
+                residual)
+        kind = int(self.lw.fail[0]) if kind is None else kind
+        if kind == RL.FAIL_DEPENDENT:
+            what = (f"the RCR pivot of dependent coordinate {name!r} (joint "
+                    f"{', '.join(joints)}) is singular (relative pivot "
+                    f"{self.lw.piv[0]:.2e} < {self.pivot_tol:.0e}): the dependent set "
+                    "does not span its loop's closure here; choose other dependents (ACS)")
+        elif kind == RL.FAIL_OUTBOARD:
+            what = (f"the ACS matrix of the outboard independent coordinates is not "
+                    f"positive definite at {name!r} (joint {', '.join(joints)})")
+        elif kind == 4:   # closure.FAIL_POSITION (not imported: it compiles the module)
+            what = (f"the RCR position problem is singular at dependent {name!r} (joint "
+                    f"{', '.join(joints)}): the dependent set does not span its loop's "
+                    "closure here")
+        else:
+            what = (f"the articulated-body pivot of coordinate {name!r} (joint "
+                    f"{', '.join(joints)}) is not positive")
+        raise SingularConfigurationError(f"model {cm.name!r}: {what}", float(t), joints)
+
+    def solve(self, t, z, zd, pos_tol=1e-12, pos_maxit=30):
+        """A whole RCR evaluation in O(n + m) (the tolerance and iteration limit of the
+        position problem default to Matrix-R's ``POS_TOL``, ``POS_MAXIT``)
+        (:func:`workbench.formulations.rcr.closure.forward_dynamics`): ``z``, ``zd`` with
+        their independent entries set (the dependent entries of ``z`` are the Newton
+        guess) -> the consistent ``(z, zd)`` and ``zdd`` (new arrays)."""
+        from workbench.formulations.rcr import closure as RC
+
+        cm = self.cm
+        ma = cm.arrays
+        z = np.array(z, dtype=float)
+        zd = np.array(zd, dtype=float)
+        zdd = np.zeros(cm.n)
+        lp_ptr, lp_fr = self.paths
+        st, bad, val = RC.forward_dynamics(ma, ma.p, float(t), z, zd, zdd, self.structure,
+                                           lp_ptr, lp_fr, self.ws, self.aw, self.lw,
+                                           self.pivot_tol, float(pos_tol), int(pos_maxit))
+        if st == RC.ST_POSITION:
+            self._raise("position", bad, t, val)
+        if st == RC.ST_SINGULAR:
+            self._raise(None, bad, t)
+        return z, zd, zdd
+
+    def simulate_rk4(self, t_end, dt, z0=None, zd0=None, t0=0.0, pos_tol=1e-12,
+                     pos_maxit=30):
+        """Explicit RK4 of the independent coordinates through :meth:`solve`
+        (:func:`workbench.formulations.rcr.closure.integrate_rk4`) from ``(z0, zd0)``
+        (default: the model's guess and initial rates; the independent entries are the
+        initial state).  Returns ``dict(t, z, zd, zdd)`` (one row per step)."""
+        from workbench.formulations.rcr import closure as RC
+
+        cm = self.cm
+        ma = cm.arrays
+        nsteps = int(round((t_end - t0) / dt))
+        z0 = np.array(cm.z_guess if z0 is None else z0, dtype=float)
+        zd0 = np.array(cm.zd_guess if zd0 is None else zd0, dtype=float)
+        T = np.zeros(nsteps + 1)
+        Z = np.zeros((nsteps + 1, cm.n))
+        ZD = np.zeros_like(Z)
+        ZDD = np.zeros_like(Z)
+        lp_ptr, lp_fr = self.paths
+        st, step, t, bad = RC.integrate_rk4(
+            ma, ma.p, float(t0), float(dt), nsteps, z0, zd0, self.independent,
+            self.structure, lp_ptr, lp_fr, self.ws, self.aw, self.lw, self.pivot_tol,
+            float(pos_tol), int(pos_maxit), T, Z, ZD, ZDD)
+        if st == RC.ST_POSITION:
+            self._raise("position", bad, t, float("nan"))
+        if st == RC.ST_SINGULAR:
+            self._raise(None, bad, t)
+        return {"t": T, "z": Z, "zd": ZD, "zdd": ZDD}
+
+    @property
+    def min_pivot(self):
+        """The smallest relative dependent pivot of the last evaluation and its coordinate
+        name (pivot monitoring: 1 = orthogonal to the later dependents, 0 = singular)."""
+        c = int(self.lw.piv[1])
+        return float(self.lw.piv[0]), (self.cm.coord_names[c] if c >= 0 else None)
+
+    def accelerations(self, t, z, zd, out=None):
+        """``zdd`` at the consistent state ``(t, z, zd)``.  Raises
+        :class:`~workbench.errors.SingularConfigurationError` naming the coordinate of a
+        failed pivot (a dependent set that does not span its loop's closure, or an
+        articulated-body pivot that is not positive)."""
+        from workbench.formulations.rcr import loops as RL
+
+        cm = self.cm
+        ma = cm.arrays
+        n = cm.n
+        z = np.ascontiguousarray(z, dtype=float)
+        zd = np.ascontiguousarray(zd, dtype=float)
+        if z.shape != (n,) or zd.shape != (n,):
+            raise ValueError(f"LoopSolver: z and zd need {n} entries, got {z.shape} and "
+                             f"{zd.shape}")
+        zdd = np.zeros(n) if out is None else out
+        bad = RL.forward_dynamics(ma, ma.p, float(t), z, zd, self.structure, self.ws,
+                                  self.aw, self.lw, zdd, self.pivot_tol)
+        if bad >= 0:
+            self._raise(None, bad, t)
+        return zdd
+
+
+def loop_accelerations(cm, t, z, zd, dependents=None, pivot_tol=1e-10):
+    """RCR accelerations ``zdd`` of the closed-loop model ``cm`` at the consistent state
+    ``(t, z, zd)`` (one-shot :class:`LoopSolver`; the loops' ranks are taken at ``z``)."""
+    return LoopSolver(cm, dependents, z0=z, pivot_tol=pivot_tol).accelerations(t, z, zd)

@@ -1,0 +1,557 @@
+"""RCR for closed loops (seed 004 eqs 23-102, workbench/formulations/rcr/loops.py) against
+two independent references:
+
+* the **null-space solve** of the same model (random spatial R/P loops, the planar loop in
+  3-D): ``M`` and ``tau0 = -Q`` of the open tree (SR-II,
+  :func:`~workbench.formulations.semirecursive.matrixr.full_dynamics_terms`), the closure
+  Jacobian ``Phi_z`` and accelerations ``kappa`` at ``zdd = 0`` of the kernels, then
+  ``zdd = zp + N y`` with ``Phi_z zp = -kappa`` (least squares: redundant rows are
+  allowed), ``N`` an SVD null-space basis and ``(N^T M N) y = -N^T (tau0 + M zp)``;
+* the **Matrix-R** solution ``zdd_b + R a`` of
+  :func:`~workbench.formulations.semirecursive.matrixr.evaluate_state` (N-four-bar,
+  five-bar), which also solves the position and velocity problems that give the state.
+
+Tolerances.  Both sides are backward stable solves of the same equations, so their
+difference is bounded by the condition of the reduced problem times the rounding of
+O(n) 6 x 6 passes.  The models below have ``cond(N^T M N)`` below about 1e4 (asserted where
+it is computed), so 1e-10 relative leaves a margin of about 100.  The acceleration closure
+``Phi_z zdd + kappa`` is checked relative to ``|Phi_z| |zdd| + |kappa|`` at 1e-12 (it is
+enforced by the dependent elimination, exactly up to rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import inertia_tuple, random_inertia, random_rotation, random_unit
+
+import workbench as wb
+from workbench.errors import OptionError, SingularConfigurationError
+from workbench.formulations.rcr import LoopSolver, loop_accelerations
+from workbench.formulations.rcr.models import FIVE_BAR_Q0, five_bar
+from workbench.formulations.rcr.topology import describe
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.kernels import tree as K
+from workbench.model import catalog
+from workbench.model.builder import Model
+from workbench.model.elements import GROUND
+
+#: relative difference allowed against the references (see the module docstring)
+TOL = 1e-10
+#: relative residual of the acceleration closure
+CLOSURE_TOL = 1e-12
+
+
+def _kinematics(cm, z, zd=None):
+    ma = cm.arrays
+    n = cm.n
+    ws = MR.make_workspace(ma, n)
+    K.frame_positions(ma, ma.p, z, ws.A, ws.r, ws.u)
+    K.joint_columns(ma, ws.r, ws.u, ws.bcol)
+    if zd is not None:
+        K.frame_velocities(ma, zd, ws.bcol, ws.Z)
+        K.frame_accelerations(ma, zd, np.zeros(n), ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
+    return ws
+
+
+def closure_terms(cm, t, z, zd):
+    """``Phi_z`` and the closure accelerations ``kappa`` at ``zdd = 0``."""
+    ma = cm.arrays
+    ws = _kinematics(cm, z, zd)
+    m = ma.c_type.shape[0]
+    Jc = np.zeros((m, cm.n))
+    K.constraint_jacobian(ma, ma.p, ws.A, ws.r, ws.bcol, cm.n, Jc)
+    kappa = np.zeros(m)
+    K.constraints(ma, ma.p, t, z, zd, np.zeros(cm.n), ws.A, ws.r, ws.Z, ws.Zd, 2, kappa)
+    return Jc, kappa
+
+
+def null_basis(Jc, tol=1e-9):
+    _, s, Vt = np.linalg.svd(Jc)
+    rank = int((s > tol * s.max()).sum())
+    return Vt[rank:].T, rank
+
+
+def null_space_reference(cm, t, z, zd):
+    """``(zdd, cond)``: the constrained accelerations by the null-space method."""
+    ma = cm.arrays
+    M, tau0 = MR.full_dynamics_terms(ma, ma.p, 1, t, z, zd, np.zeros(cm.n))
+    Jc, kappa = closure_terms(cm, t, z, zd)
+    zp = np.linalg.lstsq(Jc, -kappa, rcond=None)[0]
+    N, _ = null_basis(Jc)
+    Mr = N.T @ M @ N
+    y = np.linalg.solve(Mr, -N.T @ (tau0 + M @ zp))
+    return zp + N @ y, np.linalg.cond(Mr)
+
+
+def check_closure(cm, t, z, zd, zdd):
+    Jc, kappa = closure_terms(cm, t, z, zd)
+    res = np.abs(Jc @ zdd + kappa).max()
+    scale = np.abs(Jc).max() * np.abs(zdd).max() + np.abs(kappa).max()
+    assert res < CLOSURE_TOL * scale, f"acceleration closure residual {res / scale:.2e}"
+
+
+def random_loop(seed, cut="revolute", nA=5, nB=0, moving_base=False, side=False):
+    """A random spatial loop of revolute and prismatic joints (``(model, z)`` with ``z`` a
+    consistent configuration): branch A of ``nA`` bodies and branch B of ``nB`` bodies
+    from the base (ground, or with ``moving_base`` a body on a revolute joint), closed by a
+    cut joint of type ``cut`` between the last body of A and the last of B (or the base),
+    placed where the two meet at the random configuration.  ``side``: extra bodies hanging
+    from a loop body and from the base (tree branches off the loop).  Random axes, joint
+    places, orientations, masses, centres of mass, full inertia tensors, gravity, a joint
+    spring-damper and an applied force."""
+    rng = np.random.default_rng(seed)
+    m = Model(f"loop-{seed}", gravity=tuple(9.81 * random_unit(rng)))
+
+    def body(name):
+        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
+               inertia=inertia_tuple(random_inertia(rng)),
+               points={"tip": tuple(rng.uniform(-0.5, 0.5, 3))})
+
+    def joint(name, parent, child, kind=None):
+        kind = kind or ("prismatic" if rng.uniform() < 0.3 else "revolute")
+        m.joint(name, kind, parent, child,
+                parent_point=tuple(rng.uniform(-0.5, 0.5, 3)) if parent != GROUND
+                else (0.0, 0.0, 0.0), child_point=tuple(rng.uniform(-0.3, 0.3, 3)),
+                axis=tuple(random_unit(rng)), orientation=random_rotation(rng),
+                q0=float(rng.uniform(-0.8, 0.8)), qd0=0.0)
+
+    root = GROUND
+    if moving_base:
+        body("base")
+        joint("jbase", GROUND, "base", "revolute")
+        root = "base"
+    ends = []
+    for br, nb in (("a", nA), ("b", nB)):
+        parent = root
+        for i in range(nb):
+            body(f"{br}{i}")
+            joint(f"j{br}{i}", parent, f"{br}{i}", "revolute" if i == 0 else None)
+            parent = f"{br}{i}"
+        ends.append(parent)
+    if side:
+        body("s0")
+        joint("js0", "a1", "s0")
+        body("s1")
+        joint("js1", root, "s1")
+    m.joint_spring("spr", "ja1", k=12.0, c=0.5, q0=0.1)
+    m.force("push", "a2", "tip", (0.5, -1.0, 0.3), 2.0)
+    # place the cut where the two sides meet at the initial configuration
+    cm0 = m.compile()
+    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
+    ma = cm0.arrays
+
+    def pose(b):
+        if b == GROUND:
+            return np.eye(3), np.zeros(3)
+        bi = cm0.body_names.index(b)
+        f = ma.b_frame[bi]
+        org = ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
+        return ws.A[f], ws.r[f] + ws.A[f] @ org
+
+    b1, b2 = ends[0], ends[1]
+    A1, o1 = pose(b1)
+    A2, o2 = pose(b2)
+    p1 = rng.uniform(-0.5, 0.5, 3)
+    x = o1 + A1 @ p1
+    a1 = random_unit(rng)
+    m.cut("cut", cut, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
+          axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
+    return m, np.asarray(cm0.z_guess, dtype=float)
+
+
+def consistent_state(cm, z, seed):
+    """Random velocities in the null space of ``Phi_z`` (a consistent state)."""
+    Jc, _ = closure_terms(cm, 0.0, z, np.zeros(cm.n))
+    N, _ = null_basis(Jc)
+    rng = np.random.default_rng(seed)
+    return N @ rng.uniform(-1.0, 1.0, N.shape[1])
+
+
+def check_loop(model, z, seed, dependents=None, t=0.3):
+    cm = model.compile()
+    zd = consistent_state(cm, z, seed)
+    ref, cond = null_space_reference(cm, t, z, zd)
+    assert cond < 1e5, f"cond(N^T M N) = {cond:.1e}: tolerance not justified"
+    solver = LoopSolver(cm, dependents, z0=z)
+    zdd = solver.accelerations(t, z, zd)
+    err = np.abs(zdd - ref).max() / np.abs(ref).max()
+    assert err < TOL, f"{cm.name}: relative difference {err:.2e} (cond {cond:.1e})"
+    check_closure(cm, t, z, zd, zdd)
+    return cm, solver, zdd
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_spatial_chain_closed_to_ground(seed):
+    # a serial R/P chain of 8 joints closed to the ground by a revolute cut: 5 rows, m = 5,
+    # 3 degrees of freedom; the trailing 5 coordinates are the dependents (plain RCR)
+    model, z = random_loop(seed, "revolute", nA=8)
+    cm, solver, _ = check_loop(model, z, seed)
+    (g,) = describe(cm, solver.structure)
+    assert g["base"] == -1 and len(g["chain"]) == 3 and g["outboard"] == []
+    assert g["dependents"] == [list(cm.coord_names[3:8])]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_random_two_branch_loop_with_moving_base_and_side_branches(seed):
+    # branches of 4 and 3 bodies from a body on a revolute joint (the base moves: the loop
+    # merges into the tree recursion at its base), a spherical cut (m = 3), tree branches
+    # hanging from a loop body and from the base
+    model, z = random_loop(seed, "spherical", nA=4, nB=3, moving_base=True, side=True)
+    cm, solver, _ = check_loop(model, z, seed)
+    (g,) = describe(cm, solver.structure)
+    assert g["base"] >= 0 and len(g["chain"]) >= 1
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_random_loop_with_a_weld_cut(seed):
+    # 6 independent closure rows (m = 6) on a two-branch loop of 9 coordinates
+    model, z = random_loop(seed, "fixed", nA=5, nB=4)
+    check_loop(model, z, seed)
+
+
+def test_acs_every_dependent_choice_gives_the_same_accelerations():
+    # the accelerations are unique: trailing (plain RCR) and interleaved dependent sets
+    # (ACS, outboard independents solved densely) must agree to rounding
+    model, z = random_loop(11, "revolute", nA=9)
+    cm = model.compile()
+    names = cm.coord_names
+    zd = consistent_state(cm, z, 11)
+    ref, cond = null_space_reference(cm, 0.1, z, zd)
+    assert cond < 1e5
+    choices = [None, [1, 3, 5, 6, 8], [0, 1, 2, 3, 8], [2, 4, 5, 7, 8], [1, 2, 4, 6, 8]]
+    for deps in choices:
+        dn = None if deps is None else [names[i] for i in deps]
+        solver = LoopSolver(cm, dn, z0=z)
+        zdd = solver.accelerations(0.1, z, zd)
+        err = np.abs(zdd - ref).max() / np.abs(ref).max()
+        assert err < TOL, f"dependents {dn}: relative difference {err:.2e}"
+        (g,) = describe(cm, solver.structure)
+        if deps is not None:
+            assert sorted(g["dependents"][0]) == sorted(dn)
+        pivot, _ = solver.min_pivot
+        assert 0.0 < pivot <= 1.0
+
+
+def test_planar_loop_in_3d_has_redundant_closure_rows():
+    # a planar four-bar (axes along z) in a spatial model closed by a revolute cut: 5 rows
+    # of rank 2 (the rotation rows are implied); RCR picks m = 2 dependents by the rank
+    m = Model("planar-four-bar-3d", gravity=(0.0, -9.81, 0.0))
+    rng = np.random.default_rng(3)
+    L = (0.4, 1.0, 0.8)
+    for i, name in enumerate(("crank", "coupler", "rocker")):
+        m.body(name, mass=1.0 + i, com=(0.5 * L[i], 0.05, 0.02),
+               inertia=inertia_tuple(random_inertia(rng)), points={"tip": (L[i], 0, 0)})
+    q = (1.2, -0.9, -1.4)
+    m.revolute("j1", GROUND, "crank", axis=(0, 0, 1), q0=q[0])
+    m.revolute("j2", "crank", "coupler", parent_point="tip", axis=(0, 0, 1), q0=q[1])
+    m.revolute("j3", "coupler", "rocker", parent_point="tip", axis=(0, 0, 1), q0=q[2])
+    a = np.cumsum(q)
+    tip = sum(Li * np.array([np.cos(ai), np.sin(ai), 0.0]) for Li, ai in zip(L, a))
+    m.cut("ground-pivot", "revolute", "rocker", GROUND, point1="tip",
+          point2=tuple(float(v) for v in tip), axis1=(0, 0, 1))
+    cm = m.compile()
+    assert cm.arrays.c_type.shape[0] == 5
+    z = np.array(q)
+    cm, solver, _ = check_loop(m, z, 3)
+    (g,) = describe(cm, solver.structure)
+    assert g["dependents"] == [["j2", "j3"]] and g["chain"] == ["j1"]
+
+
+def matrix_r_reference(cm, zi, zdi, t=0.0):
+    ma = cm.arrays
+    z = np.asarray(cm.z_guess, dtype=float).copy()
+    ev = MR.evaluate_state(ma, ma.p, 1, t, np.asarray(zi, float), np.asarray(zdi, float), z,
+                           1e-13, 50)
+    assert ev.status == 0
+    a = np.linalg.solve(ev.Mbar, ev.Qbar)
+    return ev.z, ev.zd, ev.zddb + ev.R @ a, np.linalg.cond(ev.Mbar)
+
+
+@pytest.mark.parametrize("N", [3, 40])
+def test_n_four_bar_matches_matrix_r(N):
+    # coupled loops sharing the cranks, one group with base ground, eliminated loop after
+    # loop; 1 degree of freedom (the chain: pivot0)
+    cm = catalog.load("n-four-bar", N=N).compile()
+    z, zd, ref, cond = matrix_r_reference(cm, [0.4], [1.3])
+    assert cond < 1e5
+    solver = LoopSolver(cm)
+    zdd = solver.accelerations(0.0, z, zd)
+    err = np.abs(zdd - ref).max() / np.abs(ref).max()
+    assert err < TOL, f"N = {N}: relative difference {err:.2e}"
+    (g,) = describe(cm, solver.structure)
+    assert g["chain"] == ["pivot0"] and len(g["dependents"]) == N
+    check_closure(cm, 0.0, z, zd, zdd)
+
+
+def test_five_bar_trailing_dependents_fail_and_acs_matches_matrix_r():
+    cm = five_bar().compile()
+    assert cm.coord_names == ("q1", "q2", "q3", "q4", "q5")
+    z0 = np.array(FIVE_BAR_Q0)
+    Jc, _ = closure_terms(cm, 0.0, z0, np.zeros(5))
+    assert np.abs(Jc @ np.zeros(5)).max() == 0.0 and np.linalg.matrix_rank(Jc) == 3
+    # plain RCR, trailing dependents (q3, q4, q5): q4 and q5 slide along the same axis, the
+    # pivot of q4 (after q5 is eliminated) vanishes: a typed error naming it
+    with pytest.raises(SingularConfigurationError, match="q4") as info:
+        loop_accelerations(cm, 0.0, z0, np.zeros(5))
+    assert info.value.joints == ["q4"]
+    # ACS, dependents (q2, q3, q5), independents q1 (the chain) and q4 (outboard)
+    z, zd, ref, cond = matrix_r_reference(cm, FIVE_BAR_Q0[0:1] + FIVE_BAR_Q0[3:4], [0.0, 0.0])
+    assert np.abs(z - z0).max() < 1e-12 and np.abs(zd).max() == 0.0
+    solver = LoopSolver(cm, ["q2", "q3", "q5"], z0=z)
+    zdd = solver.accelerations(0.0, z, zd)
+    err = np.abs(zdd - ref).max() / np.abs(ref).max()
+    assert err < TOL, f"five-bar ACS: relative difference {err:.2e} (cond {cond:.1e})"
+    (g,) = describe(cm, solver.structure)
+    assert g["chain"] == ["q1"] and g["outboard"] == ["q4"]
+    # at a moving state too
+    z, zd, ref, _ = matrix_r_reference(cm, [0.9, 0.2], [1.1, -0.7])
+    zdd = solver.accelerations(0.0, z, zd)
+    assert np.abs(zdd - ref).max() / np.abs(ref).max() < TOL
+
+
+def test_a_wrong_number_of_dependents_is_an_option_error():
+    cm = five_bar().compile()
+    with pytest.raises(OptionError, match="needs 3 dependent"):
+        LoopSolver(cm, ["q2", "q3"])
+
+
+def test_bench_scaling_cli_writes_csv_and_plot(tmp_path, capsys):
+    # a small run of `workbench bench scaling` (the study itself is a measurement, see
+    # docs/rcr.md): the table, the fits, the crossover line and both files
+    import csv
+
+    from workbench.apps.cli import main
+
+    rc = main(["bench", "scaling", "--families", "n-four-bar", "--sizes", "2,4,8",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "fitted exponents in n" in text and "crossover" in text
+    with open(tmp_path / "scaling.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["n"]) for r in rows] == [5, 9, 17]
+    assert all(float(r["rel_diff"]) < 1e-12 for r in rows)
+    assert (tmp_path / "scaling.png").stat().st_size > 1000
+    assert main(["bench", "scaling", "--sizes", "4"]) != 0
+
+
+# ----------------------------------------------------------------------------------------
+# position and velocity problems in RCR form, and RK4 through them
+# ----------------------------------------------------------------------------------------
+
+#: absolute agreement of positions and velocities with Matrix-R: both Newton iterations stop
+#: below 1e-12 (POS_TOL) on the closure residual of well-conditioned loops
+STATE_TOL = 1e-10
+
+
+@pytest.mark.parametrize("case", ["n-four-bar-5", "n-four-bar-40", "five-bar"])
+def test_position_and_velocity_problems_match_matrix_r(case):
+    if case == "five-bar":
+        cm, deps, zi, zdi = five_bar().compile(), ["q2", "q3", "q5"], [0.9, 0.2], [1.1, -0.7]
+    else:
+        N = int(case.rsplit("-", 1)[1])
+        cm, deps, zi, zdi = catalog.load("n-four-bar", N=N).compile(), None, [0.4], [1.3]
+    z, zd, ref, _ = matrix_r_reference(cm, zi, zdi)
+    solver = LoopSolver(cm, deps)
+    assert [cm.coord_names[c] for c in solver.independent] == list(cm.dof_names)
+    # the dependents start 0.05 off (the Newton guess), their rates at zero
+    rng = np.random.default_rng(5)
+    zg = z.copy()
+    zg[solver.dependent] += 0.05 * rng.uniform(-1.0, 1.0, solver.dependent.size)
+    zdg = zd.copy()
+    zdg[solver.dependent] = 0.0
+    z2, zd2, zdd2 = solver.solve(0.0, zg, zdg)
+    assert np.array_equal(z2[solver.independent], z[solver.independent])
+    assert np.abs(z2 - z).max() < STATE_TOL
+    assert np.abs(zd2 - zd).max() < STATE_TOL * max(1.0, np.abs(zd).max())
+    assert np.abs(zdd2 - ref).max() / np.abs(ref).max() < TOL
+
+
+@pytest.mark.parametrize("seed", [1, 4, 6])
+def test_position_problem_closes_random_spatial_loops(seed):
+    kw = {1: dict(cut="revolute", nA=8), 4: dict(cut="spherical", nA=4, nB=3,
+                                                   moving_base=True, side=True),
+          6: dict(cut="fixed", nA=5, nB=4)}[seed]
+    model, z = random_loop(seed, **kw)
+    cm = model.compile()
+    solver = LoopSolver(cm, z0=z)
+    rng = np.random.default_rng(seed)
+    zg = z.copy()
+    zg[solver.dependent] += 0.02 * rng.uniform(-1.0, 1.0, solver.dependent.size)
+    zdg = rng.uniform(-1.0, 1.0, cm.n)
+    z2, zd2, zdd2 = solver.solve(0.2, zg, zdg)
+    Jc, _ = closure_terms(cm, 0.2, z2, zd2)
+    ws = _kinematics(cm, z2)
+    phi = np.zeros(Jc.shape[0])
+    K.constraints(cm.arrays, cm.arrays.p, 0.2, z2, zd2, zd2, ws.A, ws.r, ws.Z, ws.Zd, 0, phi)
+    assert np.abs(phi).max() < 1e-12                      # POS_TOL
+    assert np.abs(Jc @ zd2).max() < 1e-13 * np.abs(Jc).max() * np.abs(zd2).max()
+    assert np.array_equal(zd2[solver.independent], zdg[solver.independent])
+    ref, cond = null_space_reference(cm, 0.2, z2, zd2)
+    assert cond < 1e5
+    assert np.abs(zdd2 - ref).max() / np.abs(ref).max() < TOL
+
+
+def test_singular_dependents_in_the_position_problem_are_named():
+    cm = five_bar().compile()
+    z = np.array(FIVE_BAR_Q0)
+    z[[2, 3, 4]] += 0.01                                   # off the closure: Newton iterates
+    with pytest.raises(SingularConfigurationError, match="q5"):
+        LoopSolver(cm).solve(0.0, z, np.zeros(5))
+
+
+@pytest.mark.parametrize("case", ["n-four-bar-5", "five-bar"])
+def test_rk4_through_rcr_matches_rk4_through_matrix_r(case):
+    # both integrate the same independent coordinates (the model's degrees of freedom) with
+    # the same explicit RK4 and step: the trajectories differ only by the accumulated
+    # differences of the evaluations (position tolerance 1e-12, rounding), 1e-8 allows
+    # 500 steps of it with margin
+    from workbench.integrators.simulation import simulate
+
+    if case == "five-bar":
+        cm, deps = five_bar().compile(), ["q2", "q3", "q5"]
+    else:
+        cm, deps = catalog.load("n-four-bar", N=5).compile(), None
+    solver = LoopSolver(cm, deps)
+    out = solver.simulate_rk4(0.5, 1e-3)
+    ref = simulate(cm, 0.5, 1e-3, "sr-origin", integrator="rk4")
+    assert out["z"].shape == ref.z.shape
+    assert np.abs(out["z"] - ref.z).max() < 1e-8
+    assert np.abs(out["zd"] - ref.zd).max() < 1e-8
+    assert np.abs(out["zdd"] - ref.zdd).max() < 1e-8 * np.abs(ref.zdd).max()
+    # the motion is not trivial: the independents travel
+    assert np.ptp(out["z"][:, solver.independent], axis=0).min() > 1e-3
+
+
+def test_automatic_dependents_recover_the_seeds_acs_set():
+    # "auto": from the end of the loop, q5 is kept, q4 (the same column) is skipped, then
+    # q3 and q2: the seed's ACS set; on the N-four-bar the trailing sets are valid and kept
+    cm = five_bar().compile()
+    solver = LoopSolver(cm, "auto")
+    assert describe(cm, solver.structure)[0]["dependents"] == [["q2", "q3", "q5"]]
+    cm4 = catalog.load("n-four-bar", N=4).compile()
+    assert (describe(cm4, LoopSolver(cm4, "auto").structure)
+            == describe(cm4, LoopSolver(cm4).structure))
+
+
+def nested_loops(seed, inner_base):
+    """A spatial loop (a chain of 6 R/P joints closed to the ground by a revolute cut) with a
+    second loop hanging from its body ``inner_base`` (two branches of 2 bodies joined by a
+    spherical cut): two groups, the inner one based on a frame of the outer one (a chain
+    frame for ``"a0"``, a lumped frame for ``"a3"``, a tree frame below a loop frame for
+    ``"t"``).  Returns ``(model, z)`` with ``z`` consistent."""
+    rng = np.random.default_rng(seed)
+    m = Model(f"nested-{seed}-{inner_base}", gravity=tuple(9.81 * random_unit(rng)))
+
+    def body(name):
+        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
+               inertia=inertia_tuple(random_inertia(rng)))
+
+    def joint(name, parent, child, kind=None):
+        kind = kind or ("prismatic" if rng.uniform() < 0.3 else "revolute")
+        m.joint(name, kind, parent, child, parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
+                child_point=tuple(rng.uniform(-0.3, 0.3, 3)), axis=tuple(random_unit(rng)),
+                orientation=random_rotation(rng), q0=float(rng.uniform(-0.8, 0.8)))
+
+    parent = GROUND
+    for i in range(6):
+        body(f"a{i}")
+        joint(f"ja{i}", parent, f"a{i}", "revolute" if i == 0 else None)
+        parent = f"a{i}"
+    body("t")
+    joint("jt", "a2", "t", "revolute")
+    for br in ("c", "d"):
+        par = inner_base
+        for i in range(2):
+            body(f"{br}{i}")
+            joint(f"j{br}{i}", par, f"{br}{i}", "revolute")
+            par = f"{br}{i}"
+    cm0 = m.compile()
+    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
+    ma = cm0.arrays
+
+    def pose(b):
+        if b == GROUND:
+            return np.eye(3), np.zeros(3)
+        bi = cm0.body_names.index(b)
+        f = ma.b_frame[bi]
+        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
+
+    for name, b1, b2, kind in (("outer", "a5", GROUND, "revolute"),
+                               ("inner", "c1", "d1", "spherical")):
+        A1, o1 = pose(b1)
+        A2, o2 = pose(b2)
+        p1 = rng.uniform(-0.5, 0.5, 3)
+        x = o1 + A1 @ p1
+        a1 = random_unit(rng)
+        m.cut(name, kind, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
+              axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
+    return m, np.asarray(cm0.z_guess, dtype=float)
+
+
+@pytest.mark.parametrize("inner_base", ["a0", "a3", "t"])
+def test_nested_loops_merge_at_a_moving_base(inner_base):
+    # the inner group is processed at its base inside the outer group's recursion (inward)
+    # and from the base's acceleration (outward); its positions are solved after the outer
+    # loop has moved its base
+    model, z = nested_loops(13, inner_base)
+    cm, solver, _ = check_loop(model, z, 13)
+    groups = describe(cm, solver.structure)
+    assert len(groups) == 2 and groups[1]["base"] >= 0
+    rng = np.random.default_rng(13)
+    zg = z.copy()
+    zg[solver.dependent] += 0.02 * rng.uniform(-1.0, 1.0, solver.dependent.size)
+    z2, zd2, zdd2 = solver.solve(0.1, zg, rng.uniform(-1.0, 1.0, cm.n))
+    Jc, kappa = closure_terms(cm, 0.1, z2, zd2)
+    assert np.abs(Jc @ zd2).max() < 1e-12 * np.abs(Jc).max() * np.abs(zd2).max()
+    ref, cond = null_space_reference(cm, 0.1, z2, zd2)
+    assert cond < 1e5
+    assert np.abs(zdd2 - ref).max() / np.abs(ref).max() < TOL
+
+
+# ----------------------------------------------------------------------------------------
+# the formulation "rcr" behind the seam
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, options", [("five-bar", {}), ("spatial-four-bar", {}),
+                                           ("n-four-bar", {"N": 5})])
+def test_formulation_rcr_equals_matrix_r_with_the_same_rk4_rule(name, options):
+    """``simulate(..., formulation="rcr")`` integrates the model's own DOF with RK4 through
+    the O(n + m) evaluation: the same discrete map as Matrix-R with ``integrator="rk4"``,
+    so the runs agree to the position tolerance amplified over 1 s (measured: 8e-13 on
+    the five-bar, 4e-13 on the spatial four-bar, 1.0e-9 on the N = 5 N-four-bar, whose
+    loops are near-singular at the start; asserted 1e-8)."""
+    model = wb.catalog.load(name, **options)
+    a = wb.simulate(model, 1.0, 1e-3, formulation="rcr")
+    b = wb.simulate(model, 1.0, 1e-3, formulation="sr-origin", integrator="rk4")
+    assert a.integrator == "rk4" and a.formulation == "rcr"
+    assert a.dof_names == b.dof_names
+    assert np.abs(a.z - b.z).max() < 1e-8
+    assert np.abs(a.zi - b.zi).max() < 1e-8
+    if name != "n-four-bar":
+        # the N-four-bar starts at (and crosses) its aligned position, a bifurcation of the
+        # closures where both methods' accelerations are dominated by rounding (1e-5 there,
+        # docs/limitations.md); elsewhere they agree to the position tolerance
+        assert np.abs(a.zdd - b.zdd).max() < 1e-7 * max(1.0, np.abs(b.zdd).max())
+    assert a.max_constraint_violation < 1e-11
+    if b.energy is not None:
+        assert np.abs(a.energy - b.energy).max() < 1e-8 * max(1.0, np.abs(b.energy).max())
+
+
+def test_formulation_rcr_refuses_the_trapezoidal_rule_and_gradients_by_name(tmp_path):
+    import json
+
+    from workbench.apps.cli import main
+
+    with pytest.raises(OptionError, match="integrator='rk4'"):
+        wb.simulate("five-bar", 0.01, 1e-3, formulation="rcr", integrator="trapezoidal")
+    with pytest.raises(OptionError, match="no design sensitivities"):
+        wb.sensitivity("five-bar", t_end=0.01, dt=1e-3, formulation="rcr")
+    out = tmp_path / "run"
+    assert main(["simulate", "five-bar", "--formulation", "rcr", "--t-end", "0.05",
+                 "--out", str(out), "--no-plot"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["integrator"] == "rk4" and summary["formulation"] == "rcr"
+    assert summary["max_constraint_violation"] < 1e-11

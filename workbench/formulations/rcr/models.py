@@ -1,0 +1,74 @@
+"""Models of the RCR study (seed 004 §5): the reconstruction of the seed's planar five-bar.
+
+The seed gives only: joints q1, q2, q3 revolute, q4, q5 telescoping prismatic; thin rods of
+unit length and mass; a vertical plane; released from rest at
+``q = (pi/4, pi/2, -pi/2, 0, 0)``; plain RCR with the trailing dependents (q3, q4, q5)
+breaks down, ACS with dependents (q2, q3, q5) runs (shared/notes/seeds-003-004.md §2.11).
+Joint placement, prismatic directions and the ground link are missing.  Our
+**reconstruction** (:func:`five_bar`):
+
+* the loop is the seed's opened chain ``ground -q1- rod1 -q2- rod2 -q3- rod3 -q4- rod4 -q5-
+  phantom``, closed by a planar weld (cut ``"fixed"``: 3 equations) of the massless phantom
+  to the ground, which is the seed's phantom body (a massless copy of the base joined by
+  the last joint ``q5``);
+* rods 1-3 turn about z at the tip of the previous rod (rod 1 at the origin); the angles
+  are relative (zero: straight on), except that rod 3 is mounted at +pi/3 to the
+  continuation of rod 2.  With straight mounting, rods 2 and 3 are perpendicular at the
+  release configuration (q3 = -pi/2), where the seed's ACS set (q2, q3, q5) is singular
+  too (``q2 - q3`` then translates rod 3 along the slide direction);
+* ``q4`` telescopes rod 4 out of the tip of rod 3 along rod 3's axis, ``q5`` slides the
+  phantom out of the tip of rod 4 along the same axis (telescoping: both along the rods),
+  so the two prismatic columns are always equal and every dependent set containing both
+  (the trailing set q3, q4, q5) is singular: the seed's breakdown;
+* rods: 1 m, 1 kg, centre of mass at mid-length, ``Izz = m L^2 / 12``; gravity 9.81 m/s^2
+  along -y (not given in the seed); released from rest; degrees of freedom (q1, q4) for the
+  Matrix-R reference (the seed's ACS independents).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workbench.model.builder import Model
+from workbench.model.elements import GROUND
+
+#: the seed's release configuration (q1 .. q5)
+FIVE_BAR_Q0 = (math.pi / 4, math.pi / 2, -math.pi / 2, 0.0, 0.0)
+#: the mounting angle of rod 3 on the joint q3 (our reconstruction, see the module text)
+ROD3_MOUNT = math.pi / 3
+
+
+def _rz(a):
+    c, s = math.cos(a), math.sin(a)
+    return [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
+
+
+def five_bar(q0=FIVE_BAR_Q0, gravity=9.81) -> Model:
+    """The reconstructed seed-004 five-bar (planar; coordinates q1 .. q5, dof q1, q4)."""
+    m = Model("rcr-five-bar", gravity=(0.0, -gravity, 0.0), planar=True,
+              provenance="seed 004 §5 planar five-bar, RECONSTRUCTION "
+                         "(workbench/formulations/rcr/models.py)")
+    I = 1.0 / 12.0
+    for i in range(1, 5):
+        m.body(f"rod{i}", mass=1.0, com=(0.5, 0.0, 0.0), inertia=(0.0, 0.0, I),
+               points={"tip": (1.0, 0.0, 0.0)})
+    m.body("phantom", mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0))
+    m.revolute("q1", GROUND, "rod1", axis=(0, 0, 1), q0=q0[0])
+    m.revolute("q2", "rod1", "rod2", parent_point="tip", axis=(0, 0, 1), q0=q0[1])
+    m.revolute("q3", "rod2", "rod3", parent_point="tip", axis=(0, 0, 1), q0=q0[2],
+               orientation=_rz(ROD3_MOUNT))
+    m.prismatic("q4", "rod3", "rod4", parent_point="tip", axis=(1, 0, 0), q0=q0[3])
+    m.prismatic("q5", "rod4", "phantom", parent_point="tip", axis=(1, 0, 0), q0=q0[4])
+    # the phantom's place and direction at the release configuration: the weld
+    a = np.cumsum([q0[0], q0[1], q0[2] + ROD3_MOUNT])
+    x = np.zeros(2)
+    for k in range(3):
+        x += (1.0 + (q0[3] + 1.0 + q0[4] if k == 2 else 0.0)) * np.array(
+            [math.cos(a[k]), math.sin(a[k])])
+    d = (math.cos(a[2]), math.sin(a[2]), 0.0)
+    m.cut("weld", "fixed", "phantom", GROUND, point1=(0.0, 0.0, 0.0),
+          point2=(float(x[0]), float(x[1]), 0.0), axis1=(1.0, 0.0, 0.0), axis2=d)
+    m.dof("q1", "q4")
+    return m
