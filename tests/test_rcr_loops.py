@@ -324,7 +324,7 @@ def test_bench_scaling_cli_writes_csv_and_plot(tmp_path, capsys):
     from workbench.apps.cli import main
 
     rc = main(["bench", "scaling", "--families", "n-four-bar", "--sizes", "2,4,8",
-               "--out", str(tmp_path)])
+               "--repeat", "1", "--out", str(tmp_path)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "fitted exponents in n" in text and "crossover" in text
