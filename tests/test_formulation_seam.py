@@ -12,7 +12,7 @@ from workbench.integrators.simulation import FAMILY_RUNS
 from workbench.sensitivities.sweeps import FAMILY_SWEEPS
 
 #: families that simulate but have no sensitivity sweeps yet (refused by name, tested below)
-SIMULATION_ONLY = {"multipliers", "rcr"}
+SIMULATION_ONLY = {"multipliers"}
 
 
 def test_every_registered_formulation_has_an_integrator_and_sweeps_for_its_family():

@@ -518,13 +518,13 @@ def test_nested_loops_merge_at_a_moving_base(inner_base):
 @pytest.mark.parametrize("name, options", [("five-bar", {}), ("spatial-four-bar", {}),
                                            ("n-four-bar", {"N": 5})])
 def test_formulation_rcr_equals_matrix_r_with_the_same_rk4_rule(name, options):
-    """``simulate(..., formulation="rcr")`` integrates the model's own DOF with RK4 through
-    the O(n + m) evaluation: the same discrete map as Matrix-R with ``integrator="rk4"``,
-    so the runs agree to the position tolerance amplified over 1 s (measured: 8e-13 on
-    the five-bar, 4e-13 on the spatial four-bar, 1.0e-9 on the N = 5 N-four-bar, whose
-    loops are near-singular at the start; asserted 1e-8)."""
+    """``simulate(..., formulation="rcr", integrator="rk4")`` integrates the model's own DOF
+    with RK4 through the O(n + m) evaluation: the same discrete map as Matrix-R with
+    ``integrator="rk4"``, so the runs agree to the position tolerance amplified over 1 s
+    (measured: 8e-13 on the five-bar, 4e-13 on the spatial four-bar, 1.0e-9 on the N = 5
+    N-four-bar, which starts at its aligned position; asserted 1e-8)."""
     model = wb.catalog.load(name, **options)
-    a = wb.simulate(model, 1.0, 1e-3, formulation="rcr")
+    a = wb.simulate(model, 1.0, 1e-3, formulation="rcr", integrator="rk4")
     b = wb.simulate(model, 1.0, 1e-3, formulation="sr-origin", integrator="rk4")
     assert a.integrator == "rk4" and a.formulation == "rcr"
     assert a.dof_names == b.dof_names
@@ -540,18 +540,49 @@ def test_formulation_rcr_equals_matrix_r_with_the_same_rk4_rule(name, options):
         assert np.abs(a.energy - b.energy).max() < 1e-8 * max(1.0, np.abs(b.energy).max())
 
 
-def test_formulation_rcr_refuses_the_trapezoidal_rule_and_gradients_by_name(tmp_path):
+@pytest.mark.parametrize("name, options", [("five-bar", {}), ("spatial-four-bar", {}),
+                                           ("n-four-bar", {"N": 10}), ("slider-crank", {})])
+def test_formulation_rcr_trapezoidal_is_the_matrix_r_discrete_solution(name, options):
+    """The default rule: each trapezoidal step solves ``a = f(z^i(a), zd^i(a))`` with the
+    RCR accelerations by fixed-point iteration, the discrete solution of Matrix-R's
+    ``R^T tau = 0`` (``R^T tau = Mbar (a - f)``): the runs agree to the Newton tolerance
+    amplified over 1 s (measured 2e-11 five-bar, 4e-11 spatial four-bar, 1.2e-9
+    N-four-bar through its aligned position, 1.3e-9 slider-crank)."""
+    model = wb.catalog.load(name, **options)
+    a = wb.simulate(model, 1.0, 1e-3, formulation="rcr")
+    b = wb.simulate(model, 1.0, 1e-3, formulation="sr-origin")
+    assert a.integrator == "trapezoidal" == b.integrator
+    assert np.abs(a.zi - b.zi).max() < 1e-8
+    assert a.max_constraint_violation < 1e-11
+    assert np.all(a.newton_iterations[1:] >= 1)
+
+
+def test_gradients_through_rcr_trajectories_are_exact(tmp_path):
+    """Issue 27 item 5: the sensitivity sweeps of the semi-recursive family at the states of
+    an RCR trajectory (the same discrete map, see above): direct = adjoint to rounding
+    (measured 1.5e-15), = central differences of RCR runs (8e-9, the Newton tolerance in
+    the differences), = Matrix-R's gradient (2e-11); five-bar, 5 parameters with 3
+    geometric ones, 0.3 s."""
     import json
 
     from workbench.apps.cli import main
+    from workbench.errors import SensitivityError
 
-    with pytest.raises(OptionError, match="integrator='rk4'"):
-        wb.simulate("five-bar", 0.01, 1e-3, formulation="rcr", integrator="trapezoidal")
-    with pytest.raises(OptionError, match="no design sensitivities"):
-        wb.sensitivity("five-bar", t_end=0.01, dt=1e-3, formulation="rcr")
+    g = {m: wb.sensitivity("five-bar", method=m, formulation="rcr", t_end=0.3,
+                           dt=1e-3).gradient for m in ("direct", "adjoint", "fd")}
+    gs = wb.sensitivity("five-bar", method="adjoint", formulation="sr-origin", t_end=0.3,
+                        dt=1e-3).gradient
+    scale = np.abs(g["fd"]).max(axis=1, keepdims=True)
+    assert (np.abs(g["direct"] - g["adjoint"]) / scale).max() < 1e-12
+    assert (np.abs(g["direct"] - g["fd"]) / scale).max() < 1e-6
+    assert (np.abs(g["adjoint"] - gs) / scale).max() < 1e-8
+    # an RK4 run is not the differentiated map: refused by name
+    sim = wb.simulate("five-bar", 0.05, 1e-3, formulation="rcr", integrator="rk4")
+    with pytest.raises(SensitivityError, match="rk4"):
+        wb.sensitivity("five-bar", formulation="rcr", simulation=sim)
     out = tmp_path / "run"
     assert main(["simulate", "five-bar", "--formulation", "rcr", "--t-end", "0.05",
                  "--out", str(out), "--no-plot"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["integrator"] == "rk4" and summary["formulation"] == "rcr"
+    assert summary["integrator"] == "trapezoidal" and summary["formulation"] == "rcr"
     assert summary["max_constraint_violation"] < 1e-11

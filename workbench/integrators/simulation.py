@@ -298,10 +298,9 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
     column groups and the evaluations spent.
 
     ``integrator = "rk4"`` integrates with the explicit fourth-order Runge-Kutta method on
-    the independent coordinates (seed 002; the semi-recursive formulations;
-    :mod:`workbench.integrators.rk4`) instead of the implicit trapezoidal rule (the default,
-    ``None``: the formulation's own rule, RK4 for ``"rcr"``, whose O(n + m) evaluation
-    gives accelerations, not the Newton matrix of the implicit rule).  ``rods =
+    the independent coordinates (seed 002; the semi-recursive formulations and ``"rcr"``;
+    :mod:`workbench.integrators.rk4`) instead of the implicit trapezoidal rule (the
+    default, ``None`` or ``"trapezoidal"``).  ``rods =
     {"mode": ..., "extrapolation": ...}`` overrides the model's treatment of its rod
     elements (:meth:`workbench.model.builder.Model.rod_options`); the modes other than
     ``"exact"`` need ``"rk4"`` (the trapezoidal rule solves for the accelerations, so it
@@ -325,14 +324,10 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
                             keep_states, integrator=integrator, rods=rods)
     family = get_formulation(formulation).family
     if integrator is None:
-        integrator = "rk4" if family == "rcr" else "trapezoidal"
+        integrator = "trapezoidal"
     if integrator not in INTEGRATORS:
         raise OptionError(f"integrator {integrator!r} is not one of "
                           f"{', '.join(INTEGRATORS)}")
-    if family == "rcr" and integrator != "rk4":
-        raise OptionError("formulation 'rcr' integrates with integrator='rk4' (its O(n + m) "
-                          "evaluation gives the accelerations, not the Newton matrix of the "
-                          "implicit trapezoidal rule)")
     cm = as_compiled(model)
     rod_opts = rod_settings(cm, rods, integrator)
     if integrator == "rk4":
@@ -353,6 +348,9 @@ def simulate(model, t_end: float, dt: float, formulation: str = "sr-com",
         try:
             if integrator == "rk4" and family == "semirecursive":
                 res = _run_rk4(cm, formulation, form, float(t0), float(dt), nsteps, rod_opts)
+            elif integrator == "rk4":
+                res = _run_rcr(cm, formulation, float(t0), float(dt), nsteps, cm.zi0,
+                               cm.zdi0, cm.z_guess, newton_tol, newton_maxit, rk4=True)
             else:
                 res = integrate_steps(cm, formulation, form, float(t0), float(dt), nsteps,
                                       cm.zi0, cm.zdi0, cm.z_guess, newton_tol, newton_maxit,
@@ -692,18 +690,27 @@ def _run_rk4(cm, formulation, form, t0, dt, nsteps, rod_opts) -> SimulationResul
 RCR_PIVOT_TOL = 1e-14
 
 
-def _run_rcr(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
-              newton_maxit, resume, kofs, keep_states) -> SimulationResult:
-    """Formulation ``"rcr"`` (seed 004): explicit RK4 on the model's degrees of freedom
-    through the O(n + m) RCR evaluation (:class:`workbench.formulations.rcr.LoopSolver`,
-    the other coordinates the loops' dependents, arbitrary coordinate selection)."""
+def _run_rcr_trapezoidal(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
+                         newton_maxit, resume, kofs, keep_states) -> SimulationResult:
+    """Formulation ``"rcr"`` with the trapezoidal rule (:data:`FAMILY_RUNS`)."""
+    if keep_states or resume is not None:
+        raise OptionError("formulation 'rcr' keeps no states and has no restarts (its "
+                          "sensitivities re-evaluate each state)")
+    return _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit)
+
+
+def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
+             rk4=False) -> SimulationResult:
+    """Formulation ``"rcr"`` (seed 004): the model's degrees of freedom integrated through
+    the O(n + m) RCR evaluation (:class:`workbench.formulations.rcr.LoopSolver`, the other
+    coordinates the loops' dependents, arbitrary coordinate selection), by the implicit
+    trapezoidal rule (:mod:`workbench.integrators.trapezoidal_rcr`, fixed-point steps; the
+    same discrete solution as Matrix-R's) or, with ``rk4``, by explicit RK4."""
     from workbench.formulations.rcr import LoopSolver
     from workbench.formulations.rcr import closure as RC
+    from workbench.integrators import trapezoidal_rcr as TR
     from workbench.kernels.layout import DOF_COORD
 
-    if keep_states or resume is not None:
-        raise OptionError("formulation 'rcr' keeps no states and has no restarts (no "
-                          "sensitivities yet)")
     ma = cm.arrays
     if any(int(t) != DOF_COORD for t in ma.dof_type):
         raise OptionError(f"model {cm.name!r}: formulation 'rcr' needs joint coordinates as "
@@ -715,25 +722,44 @@ def _run_rcr(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
     z[cols] = zi0
     zd[cols] = zdi0
     solver = LoopSolver(cm, dependents=dependents, z0=z, pivot_tol=RCR_PIVOT_TOL)
-    start = _time.perf_counter()
-    out = solver.simulate_rk4(t0 + nsteps * dt, dt, z0=z, zd0=zd, t0=t0)
-    wall = _time.perf_counter() - start
     N = nsteps + 1
+    start = _time.perf_counter()
+    if rk4:
+        out = solver.simulate_rk4(t0 + nsteps * dt, dt, z0=z, zd0=zd, t0=t0)
+        T, Z, ZD, ZDD = out["t"], out["z"], out["zd"], out["zdd"]
+        iters = np.full(N, 4, dtype=np.int64)
+        iters[0] = 0
+    else:
+        T, Z, ZD, ZDD = np.zeros(N), np.zeros((N, cm.n)), np.zeros((N, cm.n)), np.zeros(
+            (N, cm.n))
+        A = np.zeros((N, cm.d))
+        iters = np.zeros(N, dtype=np.int64)
+        lp_ptr, lp_fr = solver.paths
+        st, step, t, bad = TR.integrate_rcr(
+            ma, ma.p, float(t0), float(dt), nsteps, z, zd, np.asarray(cols, dtype=np.int64),
+            solver.structure, lp_ptr, lp_fr, solver.ws, solver.aw, solver.lw,
+            solver.pivot_tol, POS_TOL, POS_MAXIT, newton_tol, newton_maxit, T, Z, ZD, ZDD, A,
+            iters)
+        if st == TR.ST_ITERATION:
+            from workbench.errors import NewtonConvergenceError
+            raise NewtonConvergenceError(
+                f"model {cm.name!r} (rcr), step {step}: the fixed-point "
+                f"iteration of the trapezoidal step did not converge in {newton_maxit} "
+                "iterations (a stiff model for this step: use a smaller dt, or "
+                "integrator='rk4', or a Matrix-R formulation)", t, iterations=newton_maxit)
+        solver.raise_for_status(st, bad, t)
+    wall = _time.perf_counter() - start
     viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
-    RC.record_rows(ma, ma.p, out["t"], out["z"], out["zd"], out["zdd"], cm.conservative,
-                   viol, vviol, E)
+    RC.record_rows(ma, ma.p, T, Z, ZD, ZDD, cm.conservative, viol, vviol, E)
     steps = np.ones((N, 2), dtype=np.int64)
     steps[0] = 0
-    iters = np.full(N, 4, dtype=np.int64)
-    iters[0] = 0
     return SimulationResult(
-        model=cm.name, formulation=formulation, t=out["t"], z=out["z"], zd=out["zd"],
-        zdd=out["zdd"], zi=out["z"][:, cols].copy(), zdi=out["zd"][:, cols].copy(),
-        zddi=out["zdd"][:, cols].copy(), constraint_violation=viol,
-        velocity_violation=vviol, newton_iterations=iters,
+        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD,
+        zi=Z[:, cols].copy(), zdi=ZD[:, cols].copy(), zddi=ZDD[:, cols].copy(),
+        constraint_violation=viol, velocity_violation=vviol, newton_iterations=iters,
         energy=E if cm.conservative else None, step_kind=steps,
         coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
-        compiled=cm, integrator="rk4")
+        compiled=cm, integrator="rk4" if rk4 else "trapezoidal")
 
 
 def raise_global_singular(cm, bad: int, t: float, ctx: str):
@@ -985,6 +1011,7 @@ def _run_penalty(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_to
     return res
 
 
-FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global, "rcr": _run_rcr,
+FAMILY_RUNS = {"semirecursive": _run_semirecursive, "natural": _run_global,
+               "rcr": _run_rcr_trapezoidal,
                "multipliers": _run_multipliers, "partitioned": _run_partitioned,
                "penalty": _run_penalty}

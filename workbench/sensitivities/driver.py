@@ -769,6 +769,9 @@ def _match_simulation(cm, sim, formulation, t_end, dt):
                f"{float(cm.arrays.p[i]):g} here)")
     elif sim.formulation != formulation:
         why = f"it was run with formulation {sim.formulation!r}, not {formulation!r}"
+    elif getattr(sim, "integrator", "trapezoidal") != "trapezoidal":
+        why = (f"it was integrated with {sim.integrator!r}; the sensitivities differentiate "
+               "the trapezoidal rule")
     elif dt is not None and not np.isclose(float(dt), sim.dt, rtol=1e-12, atol=0.0):
         why = f"its step is dt = {sim.dt:g} s, not {float(dt):g} s"
     if why is not None:

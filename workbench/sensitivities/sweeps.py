@@ -585,5 +585,10 @@ def semirecursive_sweeps(cm, sim):
 
 
 #: the sweep kernels of each formulation family (:attr:`Formulation.family`)
+#: ``"rcr"`` (seed 004): its trapezoidal steps solve ``a = f(z^i(a), zd^i(a))`` with the RCR
+#: accelerations ``f``, and ``R^T tau = Mbar (a - f)``: the discrete solution of the
+#: semi-recursive rule on the same independent coordinates, whose sweeps (step Jacobians
+#: of ``R^T tau`` at the converged states, SR-II terms) differentiate it exactly
 FAMILY_SWEEPS = {"semirecursive": semirecursive_sweeps, "natural": natural_sweeps,
-                 "partitioned": partitioned_sweeps, "penalty": penalty_sweeps}
+                 "partitioned": partitioned_sweeps, "penalty": penalty_sweeps,
+                 "rcr": semirecursive_sweeps}

@@ -195,6 +195,19 @@ class LoopSolver:
             self._raise(None, bad, t)
         return {"t": T, "z": Z, "zd": ZD, "zdd": ZDD}
 
+    def raise_for_status(self, st, bad, t):
+        """Raise the typed error of a status of the RCR kernels
+        (:func:`workbench.formulations.rcr.closure.forward_dynamics`: ``ST_POSITION``
+        -> :class:`~workbench.errors.AssemblyError`, ``ST_SINGULAR`` ->
+        :class:`~workbench.errors.SingularConfigurationError`, each naming the coordinate
+        and its joint) at time ``t``; nothing for ``OK``."""
+        from workbench.formulations.rcr import closure as RC
+
+        if st == RC.ST_POSITION:
+            self._raise("position", bad, t, float("nan"))
+        if st == RC.ST_SINGULAR:
+            self._raise(None, bad, t)
+
     @property
     def min_pivot(self):
         """The smallest relative dependent pivot of the last evaluation and its coordinate
