@@ -742,11 +742,19 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
             iters)
         if st == TR.ST_ITERATION:
             from workbench.errors import NewtonConvergenceError
+            piv, coord = solver.min_pivot
+            why = (f"next to a singular configuration of the closures (smallest relative "
+                   f"pivot {piv:.1e}, dependent {coord!r}), where the accelerations are "
+                   "rounding noise; Matrix-R's trapezoidal loop steps over such a node"
+                   if piv < 1e-6 else
+                   "it contracts only while h/2 |df/dzd| + h^2/4 |df/dz| < 1: a stiff model "
+                   "for this step, or the neighbourhood of a singular configuration of the "
+                   "closures, where df/dz grows")
             raise NewtonConvergenceError(
-                f"model {cm.name!r} (rcr), step {step}: the fixed-point "
-                f"iteration of the trapezoidal step did not converge in {newton_maxit} "
-                "iterations (a stiff model for this step: use a smaller dt, or "
-                "integrator='rk4', or a Matrix-R formulation)", t, iterations=newton_maxit)
+                f"model {cm.name!r} (rcr), step {step}: the fixed-point iteration of the "
+                f"trapezoidal step did not converge in {newton_maxit} iterations ({why}); "
+                "use integrator='rk4', a smaller dt or a Matrix-R formulation", t,
+                iterations=newton_maxit)
         solver.raise_for_status(st, bad, t)
     wall = _time.perf_counter() - start
     viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
