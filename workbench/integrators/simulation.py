@@ -683,6 +683,8 @@ def _run_rk4(cm, formulation, form, t0, dt, nsteps, rod_opts) -> SimulationResul
     return _run_job(RK4Job(cm, formulation, form, t0, dt, nsteps, rod_opts), nsteps)
 
 
+#: the kernels' status "no error" (:mod:`workbench.kernels.status`)
+OK_STATUS = MR.OK
 #: relative pivot below which formulation "rcr" stops with a typed error naming the
 #: dependent coordinate: rounding level, so that a run crosses a bifurcation of the closures
 #: (the N-four-bar's aligned position: relative pivots ~1e-12 at the nearest RK4 stage) as
@@ -759,15 +761,10 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
     wall = _time.perf_counter() - start
     viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
     RC.record_rows(ma, ma.p, T, Z, ZD, ZDD, cm.conservative, viol, vviol, E)
-    steps = np.ones((N, 2), dtype=np.int64)
-    steps[0] = 0
-    return SimulationResult(
-        model=cm.name, formulation=formulation, t=T, z=Z, zd=ZD, zdd=ZDD,
-        zi=Z[:, cols].copy(), zdi=ZD[:, cols].copy(), zddi=ZDD[:, cols].copy(),
-        constraint_violation=viol, velocity_violation=vviol, newton_iterations=iters,
-        energy=E if cm.conservative else None, step_kind=steps,
-        coord_names=cm.coord_names, dof_names=cm.dof_names, dt=float(dt), wall_time_s=wall,
-        compiled=cm, integrator="rk4" if rk4 else "trapezoidal")
+    res = _all_coordinate_result(cm, formulation, dt, (OK_STATUS, N, float(T[-1]), 0.0, -1),
+                                 wall, T, Z, ZD, ZDD, viol, vviol, E, iters)
+    res.integrator = "rk4" if rk4 else "trapezoidal"
+    return res
 
 
 def raise_global_singular(cm, bad: int, t: float, ctx: str):
