@@ -103,9 +103,9 @@ def penalty_report(out: Path, quick: bool = False, log=print) -> dict:
                     "max_dz_vs_matrix_r": float(np.max(np.abs(r.z - ref.z)))})
     alpha_rows = _alpha_study(quick)
     total = time.perf_counter() - t_start
-    _write_csv(out / "runs.csv", rows)
-    _write_csv(out / "sparsity.csv", sparsity)
-    _write_csv(out / "alpha.csv", alpha_rows)
+    write_csv(out / "runs.csv", rows)
+    write_csv(out / "sparsity.csv", sparsity)
+    write_csv(out / "alpha.csv", alpha_rows)
     _figure(out / "times.png", rows)
     meta = {"generated": started, "total_s": total, "python": platform.python_version(),
             "machine": platform.machine(), "quick": quick}
@@ -156,7 +156,9 @@ def _alpha_study(quick):
     return out
 
 
-def _write_csv(path, rows):
+def write_csv(path, rows):
+    """``rows`` (dicts with the same keys) as a CSV file with a header (empty: an empty
+    file)."""
     if not rows:
         path.write_text("")
         return

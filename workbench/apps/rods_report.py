@@ -19,7 +19,6 @@ Writes ``DIR/rods/``: ``table4.csv``, ``table5.csv``, ``table6.csv``, ``orders.c
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import platform
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench import catalog
+from workbench.apps.penalty_report import write_csv
 from workbench.errors import SimulationError
 from workbench.integrators.simulation import simulate
 from workbench.kernels import layout as AR
@@ -171,13 +171,6 @@ def _timing(cm, runs, repeats, log) -> list[dict]:
     return rows
 
 
-def _write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def rods_report(out: Path, quick: bool = False, model: str = MODEL, log=print) -> dict:
     """Run Tables 4-6 and write ``out`` (see the module docstring).  ``quick``: 0.1 s
     accuracy runs, 0.5 s timing runs, one repetition (a smoke test; the figures are then
@@ -207,11 +200,11 @@ def rods_report(out: Path, quick: bool = False, model: str = MODEL, log=print) -
             "quick": quick, "model": model, "n": cm.n, "dof": len(cm.dof_names),
             "constraints": cm.m, "rods": int(ma.rd_pt.shape[0]), "rod_mass_kg": rod_mass,
             "accuracy_t_end_s": t_acc, "total_s": time.perf_counter() - t_start}
-    _write_csv(out / "table4.csv", t4)
-    _write_csv(out / "table5.csv", t5)
-    _write_csv(out / "table6.csv", t6)
-    _write_csv(out / "orders.csv", orders)
-    _write_csv(out / "quintic.csv", quintic)
+    write_csv(out / "table4.csv", t4)
+    write_csv(out / "table5.csv", t5)
+    write_csv(out / "table6.csv", t6)
+    write_csv(out / "orders.csv", orders)
+    write_csv(out / "quintic.csv", quintic)
     _figure(out / "errors.png", t4)
     meta["total_s"] = time.perf_counter() - t_start
     _report(out / "report.md", t4, t5, t6, orders, quintic, meta)

@@ -555,6 +555,18 @@ def _run_job(job, nsteps):
     return job.result()
 
 
+def _allocate_rows(job, N, n, d):
+    """The output rows of a run on ``job``: times ``T``, coordinates ``Z``, ``ZD``,
+    ``ZDD`` (N x n), degrees of freedom ``ZI``, ``ZDI``, ``ZDDI`` (N x d), violations
+    ``viol``, ``vviol``, iterations ``iters`` and energy ``energy`` (N)."""
+    job.T = np.zeros(N)
+    job.Z, job.ZD, job.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
+    job.ZI, job.ZDI, job.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
+    job.viol, job.vviol = np.zeros(N), np.zeros(N)
+    job.iters = np.zeros(N, dtype=np.int64)
+    job.energy = np.zeros(N)
+
+
 class RunJob:
     """One semi-recursive integration (:func:`integrate_steps`) split into its parts: the output
     arrays (allocated here), :meth:`integrate` (the kernel, which releases the GIL: it may
@@ -568,12 +580,7 @@ class RunJob:
         N = nsteps + 1
         self.cm, self.formulation, self.form = cm, formulation, form
         self.keep_states = keep_states
-        self.T = np.zeros(N)
-        self.Z, self.ZD, self.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
-        self.ZI, self.ZDI, self.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
-        self.viol, self.vviol = np.zeros(N), np.zeros(N)
-        self.iters = np.zeros(N, dtype=np.int64)
-        self.energy = np.zeros(N)
+        _allocate_rows(self, N, n, d)
         self.steps = np.zeros((N, 2), dtype=np.int64)
         # kept states: only the flag column needs a value before the run (a row is read
         # only when flagged); the rest is written by the integrator (np.empty: no zeroing
@@ -630,12 +637,7 @@ class RK4Job:
         n, d = cm.n, cm.d
         N = nsteps + 1
         self.cm, self.formulation, self.dt, self.rod_opts = cm, formulation, dt, rod_opts
-        self.T = np.zeros(N)
-        self.Z, self.ZD, self.ZDD = np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n))
-        self.ZI, self.ZDI, self.ZDDI = np.zeros((N, d)), np.zeros((N, d)), np.zeros((N, d))
-        self.viol, self.vviol = np.zeros(N), np.zeros(N)
-        self.iters = np.zeros(N, dtype=np.int64)
-        self.energy = np.zeros(N)
+        _allocate_rows(self, N, n, d)
         self.extrapolated = np.zeros(N, dtype=np.int64)
         self.progress = np.zeros(1, dtype=np.int64)
         opts = rod_opts or {"mode": "exact", "extrapolation": "quadratic"}
