@@ -70,6 +70,7 @@ def test_model_file_corpus_from_the_cli(path, tmp_path, capsys):
      "expected a positive integer"),
     (["study", "five-bar-design", "--maxiter", "0"], "expected a positive integer"),
     (["bench", "sensitivity", "--repeat", "0"], "expected a positive integer"),
+    (["warm", "--jobs", "0"], "expected a positive integer"),
 ])
 def test_bad_command_lines(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -863,6 +863,25 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _add_warm(sub):
+    p = sub.add_parser(
+        "warm", help="compile the numerical kernels into the cache, on every core",
+        description="Compile the numba kernels of every formulation, the vehicles, rods, "
+                    "RK4 and statics into numba's on-disk cache, running groups of short "
+                    "workloads in parallel worker processes (run once after installing: "
+                    "the first simulation and gradient then start at once).  Writes "
+                    "nothing but the cache.")
+    p.add_argument("--jobs", type=_positive_int, default=None,
+                   help="worker processes (default: the cores)")
+    p.set_defaults(func=_cmd_warm)
+
+
+def _cmd_warm(args) -> int:
+    from workbench.apps.warm import warm
+    warm(jobs=args.jobs)
+    return 0
+
+
 # ----------------------------------------------------------------------------------------
 # workbench study / report
 # ----------------------------------------------------------------------------------------
@@ -967,7 +986,7 @@ def _publish(args, root, produced) -> None:
 
 
 _COMMANDS = (_add_models, _add_simulate, _add_sensitivity, _add_equilibrium, _add_reproduce,
-             _add_bench, _add_study, _add_report)
+             _add_bench, _add_study, _add_report, _add_warm)
 
 
 def build_parser() -> argparse.ArgumentParser:
