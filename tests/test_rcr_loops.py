@@ -586,3 +586,218 @@ def test_gradients_through_rcr_trajectories_are_exact(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["integrator"] == "trapezoidal" and summary["formulation"] == "rcr"
     assert summary["max_constraint_violation"] < 1e-11
+
+
+# ----------------------------------------------------------------------------------------
+# the rcr trapezoidal steps through singular configurations (N-four-bar, N = 40)
+# ----------------------------------------------------------------------------------------
+
+
+def _merged_rows(res):
+    return np.flatnonzero(res.step_kind[:, 0] > 1).tolist()
+
+
+def test_rcr_steps_cross_the_n_four_bar_40_aligned_position_as_matrix_r():
+    """N-four-bar, N = 40, 1 s at 1 ms: the rcr steps pass the aligned position at 0.72 s
+    (where they used to stop with a NewtonConvergenceError), merge the step over the
+    singular node exactly where Matrix-R's loop does (the row reached is 723) and stay on
+    Matrix-R's discrete solution.  Measured max |z_rcr - z_MR| 3.2e-11 up to 0.72 s and
+    1.2e-10 over 1 s (both solves stop at the position tolerance 1e-12 and the Newton
+    tolerance 1e-10, amplified by the near-singular closures: Matrix-R's sr-com against
+    its sr-origin differ by 1.4e-12 and 1.6e-10 at the same times).  Asserted 1e-10 and
+    1e-9.  Newton and fixed-point steps both converge here (fixed point: 1909
+    evaluations, Newton 1903); the fixed point fails later in the run (18.93 s, see the
+    slow test), which the Newton steps pass."""
+    from workbench.integrators.simulation import RCR_STEP
+
+    model = wb.catalog.load("n-four-bar", N=40)
+    a = wb.simulate(model, 1.0, 1e-3, formulation="rcr")
+    b = wb.simulate(model, 1.0, 1e-3, formulation="sr-origin")
+    assert _merged_rows(a) == _merged_rows(b) == [723]
+    assert a.step_kind[722].tolist() == [0, 0]
+    dz = np.abs(a.z - b.z).max(axis=1)
+    assert dz[:721].max() < 1e-10
+    assert dz.max() < 1e-9
+    assert a.max_constraint_violation < 1e-11
+    # at most one iteration matrix per few hundred steps, about 2 evaluations per step
+    assert a.rcr_stats["matrices"] < 10 and a.rcr_stats["evaluations"] < 2.2 * 1000
+    tok = RCR_STEP.set({"newton": False})
+    try:
+        c = wb.simulate(model, 1.0, 1e-3, formulation="rcr")
+    finally:
+        RCR_STEP.reset(tok)
+    assert c.rcr_stats["matrices"] == 0
+    assert np.abs(c.z - b.z).max() < 1e-9
+
+
+@pytest.mark.slow
+def test_rcr_equals_matrix_r_over_20_s_of_the_n_four_bar_40_to_its_conditioning():
+    """The CLI's reproduction case (``workbench reproduce``: N-four-bar, N = 40, 20 s at
+    1 ms; about 12 s for the rcr run, 15 s for Matrix-R): the rcr run (Newton steps)
+    completes, merges its steps over the 15 singular nodes Matrix-R's loop merges, and
+    equals Matrix-R's trajectory to the conditioning of the problem, not to 1e-10.  Each
+    crossing of the aligned position amplifies the differences left by the tolerances
+    (position 1e-12, Newton 1e-10): measured max |z_rcr - z_MR| 3.2e-11 up to 0.72 s, 2.7e-9
+    at 2 s, 5.0e-8 at 5 s, 9.1e-7 over 20 s; Matrix-R against itself differs as much
+    (sr-com against sr-origin 1.1e-6, sr-origin with newton_tol 1e-12 against 1e-10
+    8.1e-7), and tightening both Newton tolerances to 1e-12 leaves rcr against Matrix-R at
+    7.5e-7.  Asserted: 1e-10 before the first crossing, 1e-5 over 20 s (10 times the
+    measured floor)."""
+    model = wb.catalog.load("n-four-bar", N=40)
+    a = wb.simulate(model, 20.0, 1e-3, formulation="rcr")
+    b = wb.simulate(model, 20.0, 1e-3, formulation="sr-origin")
+    assert _merged_rows(a) == _merged_rows(b)
+    assert len(_merged_rows(a)) == 15
+    dz = np.abs(a.z - b.z).max(axis=1)
+    assert dz[:721].max() < 1e-10
+    assert dz.max() < 1e-5
+    assert a.max_constraint_violation < 1e-11
+
+
+def test_dependents_are_selected_again_when_a_pivot_degrades_during_a_run():
+    """Five-bar reconstruction, RK4 through RCR on the RCR independents, 0.65 s at 1 ms.
+    The dependent set (q1, q3, q5) is valid at the release (smallest relative pivot 0.03)
+    and degenerates during the fall (1.6e-6 at 0.58 s): without re-selection the run stops
+    with a typed error naming q1 (the position problem at the default pivot tolerance, the
+    pivot at 1e-5).  With ``reselect=1e-3`` the run selects (q1, q2, q4) by pivoted
+    Gram-Schmidt at 0.467 s, where the pivot passes 1e-3, and continues from that row's
+    state: it equals Matrix-R's RK4 (which integrates the DOF q1, q4 throughout) to
+    4.4e-10 in positions, 1.3e-8 in rates (the RK4 truncation errors of two choices of
+    integrated coordinates near the singular configuration Matrix-R meets at 0.71 s; the
+    set that integrates the same q1, q4, (q2, q3, q5), agrees to 1.2e-12).  Asserted 1e-8
+    and 1e-7."""
+    from workbench.errors import AssemblyError
+
+    cm = five_bar().compile()
+    ref = wb.simulate(cm, 0.65, 1e-3, formulation="sr-origin", integrator="rk4")
+    with pytest.raises(AssemblyError, match="q1"):
+        LoopSolver(cm, ["q1", "q3", "q5"]).simulate_rk4(0.65, 1e-3)
+    with pytest.raises(SingularConfigurationError, match="q1"):
+        LoopSolver(cm, ["q1", "q3", "q5"], pivot_tol=1e-5).simulate_rk4(0.65, 1e-3)
+    solver = LoopSolver(cm, ["q1", "q3", "q5"])
+    out = solver.simulate_rk4(0.65, 1e-3, reselect=1e-3)
+    (change,) = out["reselections"]
+    assert change["from"] == ["q1", "q3", "q5"] and change["to"] == ["q1", "q2", "q4"]
+    assert 0.4 < change["time"] < 0.5 and change["pivot"] < 1e-3
+    assert [cm.coord_names[c] for c in solver.dependent] == ["q1", "q2", "q4"]
+    assert np.abs(out["z"] - ref.z).max() < 1e-8
+    assert np.abs(out["zd"] - ref.zd).max() < 1e-7
+    # the new set's pivot stays well above the threshold's neighbourhood to the end
+    solver.accelerations(out["t"][-1], out["z"][-1], out["zd"][-1])
+    assert solver.min_pivot[0] > 1e-4
+
+
+def two_branch_parallel_slides(seed):
+    """A spatial loop whose plain RCR set is singular but which is valid walked the other
+    way: branch A (side A of the cut) three revolute bodies from the ground, branch B two
+    bodies on prismatic joints along the same axis (identical columns), joined by a
+    spherical cut (3 rows).  The loop list runs a0, a1, a2 outwards, b1, b0 inwards: the
+    trailing (a2, b1, b0) contains both slides; reversed it runs b0, b1, a2, a1, a0 with the
+    valid trailing set (a0, a1, a2).  Returns ``(model, z)`` with ``z`` consistent."""
+    rng = np.random.default_rng(seed)
+    m = Model(f"slides-{seed}", gravity=tuple(9.81 * random_unit(rng)))
+
+    def body(name):
+        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
+               inertia=inertia_tuple(random_inertia(rng)))
+
+    parent = GROUND
+    for i in range(3):
+        body(f"a{i}")
+        m.joint(f"ja{i}", "revolute", parent, f"a{i}",
+                parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
+                child_point=tuple(rng.uniform(-0.3, 0.3, 3)), axis=tuple(random_unit(rng)),
+                orientation=random_rotation(rng), q0=float(rng.uniform(-0.8, 0.8)))
+        parent = f"a{i}"
+    axis = tuple(random_unit(rng))
+    parent = GROUND
+    for i in range(2):
+        body(f"b{i}")
+        m.joint(f"jb{i}", "prismatic", parent, f"b{i}",
+                parent_point=(0.3, 0.2 * i, 0.1) if i == 0 else (0.0, 0.0, 0.0),
+                child_point=(0.0, 0.0, 0.0), axis=axis, q0=float(rng.uniform(-0.3, 0.3)))
+        parent = f"b{i}"
+    m.joint_spring("spr", "ja1", k=12.0, c=0.5, q0=0.1)
+    cm0 = m.compile()
+    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
+    ma = cm0.arrays
+
+    def pose(b):
+        bi = cm0.body_names.index(b)
+        f = ma.b_frame[bi]
+        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
+
+    A1, o1 = pose("a2")
+    A2, o2 = pose("b1")
+    p1 = rng.uniform(-0.5, 0.5, 3)
+    x = o1 + A1 @ p1
+    m.cut("ball", "spherical", "a2", "b1", point1=tuple(p1), point2=tuple(A2.T @ (x - o2)))
+    return m, np.asarray(cm0.z_guess, dtype=float)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_loop_reversal_fallback_runs_a_loop_whose_trailing_set_is_singular(seed):
+    """GCL's first fallback (seed 004, "work the loop in the opposite direction"): plain
+    RCR stops with the typed error naming a slide; ``dependents="reverse"`` walks the loop
+    from branch B, takes (a0, a1, a2) as dependents and the two slides as the recursive
+    chain (no dense ACS solve), and equals the null-space solve (accelerations) and closes
+    the loop (position problem) as well as the other methods; ``"auto"`` needs ACS with an
+    outboard independent for the same loop."""
+    model, z = two_branch_parallel_slides(seed)
+    cm = model.compile()
+    zd = consistent_state(cm, z, seed)
+    with pytest.raises(SingularConfigurationError, match="jb"):
+        loop_accelerations(cm, 0.3, z, zd)
+    cm, solver, zdd = check_loop(model, z, seed, dependents="reverse")
+    (g,) = describe(cm, solver.structure)
+    assert g["dependents"] == [["ja2", "ja1", "ja0"]]
+    assert g["chain"] == ["jb0", "jb1"] and g["outboard"] == []
+    (ga,) = describe(cm, LoopSolver(cm, "auto", z0=z).structure)
+    assert ga["outboard"] != []
+    # a loop closing onto its own base (the five-bar, welded to the ground) cannot be
+    # reversed without re-rooting the tree: refused, naming the trailing dependents
+    with pytest.raises(OptionError, match=r"\[.q3., .q4., .q5.\].*cannot be reversed"):
+        LoopSolver(five_bar().compile(), "reverse")
+    # the position problem of the reversed loop closes it from a perturbed guess
+    rng = np.random.default_rng(seed)
+    zg = z.copy()
+    zg[solver.dependent] += 0.02 * rng.uniform(-1.0, 1.0, solver.dependent.size)
+    z2, zd2, zdd2 = solver.solve(0.3, zg, zd)
+    assert np.abs(z2 - z).max() < 1e-10
+    ref, cond = null_space_reference(cm, 0.3, z2, zd2)
+    assert cond < 1e5
+    assert np.abs(zdd2 - ref).max() / np.abs(ref).max() < TOL
+
+
+def test_trapezoidal_steps_select_dependents_again_when_a_pivot_degrades():
+    """The trapezoidal rule (Newton steps) on the RCR independents of a LoopSolver
+    (``trapezoidal_rcr.simulate_loops``), five-bar with dependents (q1, q3, q5), 0.65 s.
+    Without re-selection the steps stop at 0.575 s (NewtonConvergenceError: the set
+    degenerates, pivot 1.6e-6 at 0.58 s).  With ``reselect=1e-3`` the set becomes
+    (q1, q2, q4) at 0.467 s and the run completes.  Up to the switch it is the discrete
+    solution of Matrix-R with the DOF (q2, q4) (the same coordinates integrated; measured
+    3.5e-11 at 1 ms, asserted 1e-9); afterwards it integrates (q3, q5), and its distance to
+    Matrix-R with the DOF (q1, q4) is the truncation error of the choice of integrated
+    coordinates: 2.23e-5 at 1 ms, 5.58e-6 at 0.5 ms (ratio 4.0, second order: the same
+    solution of the equations of motion).  Asserted: ratio between 3.5 and 4.5."""
+    from workbench.errors import NewtonConvergenceError
+    from workbench.integrators.trapezoidal_rcr import simulate_loops
+
+    cm = five_bar().compile()
+    with pytest.raises(NewtonConvergenceError):
+        simulate_loops(LoopSolver(cm, ["q1", "q3", "q5"]), 0.65, 1e-3)
+    m2 = five_bar()
+    m2.dof("q2", "q4")
+    cm2 = m2.compile()
+    diffs = []
+    for dt in (1e-3, 5e-4):
+        out = simulate_loops(LoopSolver(cm, ["q1", "q3", "q5"]), 0.65, dt, reselect=1e-3)
+        (change,) = out["reselections"]
+        assert change["to"] == ["q1", "q2", "q4"] and abs(change["time"] - 0.467) < 1e-3
+        k = change["step"]
+        pre = wb.simulate(cm2, k * dt, dt, formulation="sr-origin")
+        assert np.abs(out["z"][:k + 1] - pre.z).max() < 1e-9
+        ref = wb.simulate(cm, 0.65, dt, formulation="sr-origin")
+        diffs.append(np.abs(out["z"] - ref.z).max())
+    assert diffs[0] < 1e-4
+    assert 3.5 < diffs[0] / diffs[1] < 4.5

@@ -445,8 +445,9 @@ def _add_common_sim_args(p):
                         "semi-recursive equations with the loop closures solved by Lagrange "
                         "multipliers and Baumgarte stabilisation (seed 000; simulation only); "
                         "penalty: loops closed by penalty forces, seed 003 (--penalty); "
-                        "rcr: recursive coordinate reduction, O(n + m), seed 004 (explicit "
-                        "RK4; simulation only)")
+                        "rcr: recursive coordinate reduction, O(n + m), seed 004 (the "
+                        "trapezoidal rule by Newton steps on the O(n + m) accelerations, or "
+                        "--integrator rk4)")
     p.add_argument("--penalty", action="append", default=None, metavar="KEY=VALUE",
                    help="an option of the penalty formulation (repeatable): alpha=1e8, "
                         "jacobian=nd|nd-colored|exact|exact-colored, reuse=3, "

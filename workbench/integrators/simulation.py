@@ -92,6 +92,12 @@ class SimulationResult:
         by a plain step (:func:`workbench.formulations.semirecursive.matrixr.store_state`), which
         the sensitivity
         sweeps read instead of re-evaluating it; None otherwise.
+    rcr_stats : dict or None
+        Formulation ``"rcr"`` with the trapezoidal rule: ``{"evaluations", "matrices",
+        "merged_steps", "merge_tests"}`` (O(n + m) evaluations, difference-quotient
+        iteration matrices, steps merged over a singular node, Matrix-R merge tests at
+        low pivots;
+        :mod:`workbench.integrators.trapezoidal_rcr`); None otherwise.
     """
 
     model: str
@@ -118,6 +124,7 @@ class SimulationResult:
     partition_changes: list = field(default_factory=list)
     integrator: str = "trapezoidal"
     rods: dict | None = None
+    rcr_stats: dict | None = None
 
     @property
     def steps(self) -> int:
@@ -692,6 +699,11 @@ OK_STATUS = MR.OK
 #: (the N-four-bar's aligned position: relative pivots ~1e-12 at the nearest RK4 stage) as
 #: Matrix-R's least squares does, with the same rounding-dominated accelerations there
 RCR_PIVOT_TOL = 1e-14
+#: options of the rcr trapezoidal steps (:func:`workbench.integrators.trapezoidal_rcr.
+#: integrate_rcr`): ``newton`` (Newton steps with a difference-quotient iteration matrix;
+#: ``False``: fixed-point iteration), ``merge`` (steps over singular nodes merged as
+#: Matrix-R's loop does).  A context variable, for measurements and tests.
+RCR_STEP = contextvars.ContextVar("RCR_STEP", default={})
 
 
 def _run_rcr_trapezoidal(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0, newton_tol,
@@ -708,7 +720,7 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
     """Formulation ``"rcr"`` (seed 004): the model's degrees of freedom integrated through
     the O(n + m) RCR evaluation (:class:`workbench.formulations.rcr.LoopSolver`, the other
     coordinates the loops' dependents, arbitrary coordinate selection), by the implicit
-    trapezoidal rule (:mod:`workbench.integrators.trapezoidal_rcr`, fixed-point steps; the
+    trapezoidal rule (:mod:`workbench.integrators.trapezoidal_rcr`, Newton steps; the
     same discrete solution as Matrix-R's) or, with ``rk4``, by explicit RK4."""
     from workbench.formulations.rcr import LoopSolver
     from workbench.formulations.rcr import closure as RC
@@ -738,27 +750,41 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
             (N, cm.n))
         A = np.zeros((N, cm.d))
         iters = np.zeros(N, dtype=np.int64)
+        steps = np.zeros((N, 2), dtype=np.int64)
+        stats = np.zeros(4, dtype=np.int64)
         lp_ptr, lp_fr = solver.paths
+        opts = RCR_STEP.get()
         st, step, t, bad = TR.integrate_rcr(
             ma, ma.p, float(t0), float(dt), nsteps, z, zd, np.asarray(cols, dtype=np.int64),
             solver.structure, lp_ptr, lp_fr, solver.ws, solver.aw, solver.lw,
-            solver.pivot_tol, POS_TOL, POS_MAXIT, newton_tol, newton_maxit, T, Z, ZD, ZDD, A,
-            iters)
-        if st == TR.ST_ITERATION:
+            solver.pivot_tol, POS_TOL, POS_MAXIT, newton_tol, newton_maxit,
+            bool(opts.get("newton", True)), bool(opts.get("merge", True)), T, Z, ZD, ZDD, A,
+            iters, steps, stats)
+        if st in (TR.ST_ITERATION, TR.ST_MATRIX):
             from workbench.errors import NewtonConvergenceError
             piv, coord = solver.min_pivot
-            why = (f"next to a singular configuration of the closures (smallest relative "
-                   f"pivot {piv:.1e}, dependent {coord!r}), where the accelerations are "
-                   "rounding noise; Matrix-R's trapezoidal loop steps over such a node"
-                   if piv < 1e-6 else
-                   "it contracts only while h/2 |df/dzd| + h^2/4 |df/dz| < 1: a stiff model "
-                   "for this step, or the neighbourhood of a singular configuration of the "
-                   "closures, where df/dz grows")
+            if st == TR.ST_MATRIX:
+                why = "its difference-quotient iteration matrix is singular"
+            elif piv < 1e-6:
+                why = (f"next to a singular configuration of the closures (smallest relative "
+                       f"pivot {piv:.1e}, dependent {coord!r}), where the accelerations are "
+                       "rounding noise")
+            elif not opts.get("newton", True):
+                why = ("the fixed point contracts only while h/2 |df/dzd| + h^2/4 |df/dz| "
+                       "< 1: a stiff model for this step, or the neighbourhood of a "
+                       "singular configuration of the closures, where df/dz grows")
+            else:
+                why = "a stiff or discontinuous model for this step"
             raise NewtonConvergenceError(
-                f"model {cm.name!r} (rcr), step {step}: the fixed-point iteration of the "
+                f"model {cm.name!r} (rcr), step {step}: the "
+                f"{'Newton' if opts.get('newton', True) else 'fixed-point'} iteration of the "
                 f"trapezoidal step did not converge in {newton_maxit} iterations ({why}); "
                 "use integrator='rk4', a smaller dt or a Matrix-R formulation", t,
                 iterations=newton_maxit)
+        if st == TR.ST_DENSE:
+            raise NewtonConvergenceError(
+                f"model {cm.name!r} (rcr), step {step}: the dense output of a row inside a "
+                "step merged over a singular configuration did not converge", t, iterations=0)
         solver.raise_for_status(st, bad, t)
     wall = _time.perf_counter() - start
     viol, vviol, E = np.zeros(N), np.zeros(N), np.zeros(N)
@@ -766,6 +792,10 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
     res = _all_coordinate_result(cm, formulation, dt, (OK_STATUS, N, float(T[-1]), 0.0, -1),
                                  wall, T, Z, ZD, ZDD, viol, vviol, E, iters)
     res.integrator = "rk4" if rk4 else "trapezoidal"
+    if not rk4:
+        res.step_kind = steps
+        res.rcr_stats = dict(zip(("evaluations", "matrices", "merged_steps", "merge_tests"),
+                                 (int(v) for v in stats)))
     return res
 
 

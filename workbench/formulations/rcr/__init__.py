@@ -12,10 +12,15 @@
 * the position and velocity problems in RCR form and the explicit RK4 integrator through
   them (:mod:`workbench.formulations.rcr.closure`);
 * the formulation ``"rcr"`` (:data:`RCR`): ``simulate(..., formulation="rcr")`` integrates
-  the model's own degrees of freedom with RK4 through the O(n + m) evaluation, the other
+  the model's own degrees of freedom through the O(n + m) evaluation (the trapezoidal rule
+  by Newton steps, :mod:`workbench.integrators.trapezoidal_rcr`, or RK4), the other
   coordinates being the loops' dependents (ACS).
 
-Not built: GCL with different bases, gradients (docs/rcr.md)."""
+``LoopSolver(cm, "reverse")``: the loop-reversal fallback of GCL (a loop whose trailing
+dependents are singular is worked the other way); ``LoopSolver.simulate_rk4(...,
+reselect=1e-3)``: the dependents selected again (pivoted) when a pivot degrades during a
+run.  Not built: GCL with fictitious joints and different bases, O(n + m) gradients
+(docs/rcr.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +29,14 @@ import numpy as np
 from workbench.errors import SingularConfigurationError
 from workbench.formulations.interface import FORM_ORIGIN, Formulation
 
-#: the formulation ``"rcr"`` (family ``"rcr"``: its run is the explicit RK4 rule through
-#: :meth:`LoopSolver.solve`, :func:`workbench.integrators.simulation.FAMILY_RUNS`)
+#: the formulation ``"rcr"`` (family ``"rcr"``: its run is the trapezoidal rule by Newton
+#: steps on the O(n + m) evaluation, :mod:`workbench.integrators.trapezoidal_rcr`, or the
+#: explicit RK4 rule through :meth:`LoopSolver.solve`;
+#: :func:`workbench.integrators.simulation.FAMILY_RUNS`)
 RCR = Formulation(
     name="rcr", code=FORM_ORIGIN, family="rcr",
     label="recursive coordinate reduction (seed 004): O(n + m) forward dynamics of the "
-          "closed loops, explicit RK4",
+          "closed loops, trapezoidal rule by Newton steps or explicit RK4",
     statics_formulation="sr-origin", keeps_states=False, checkpointing=False)
 
 
@@ -79,19 +86,26 @@ class LoopSolver:
     ``pivot_tol``: a dependent's pivot ``a^T R a`` below ``pivot_tol * a^T a`` is singular."""
 
     def __init__(self, cm, dependents=None, z0=None, pivot_tol=1e-10):
-        from workbench.formulations.rcr import loops as RL
         from workbench.formulations.rcr import tree as RT
-        from workbench.formulations.rcr.topology import loop_structure
         from workbench.formulations.semirecursive import matrixr as MR
 
         self.cm = cm
         ma = cm.arrays
-        z0 = cm.z_guess if z0 is None else z0
-        self.structure = loop_structure(cm, z0, dependents, pivot_tol=pivot_tol)
         self.ws = MR.make_workspace(ma, cm.n)
         self.aw = RT.make_aba_workspace(ma)
-        self.lw = RL.make_loop_workspace(ma, self.structure)
         self.pivot_tol = float(pivot_tol)
+        self.select_dependents(cm.z_guess if z0 is None else z0, dependents)
+
+    def select_dependents(self, z0, dependents):
+        """Build (or rebuild) the loop structure with ``dependents`` (as the constructor's)
+        at the configuration ``z0``, its loop workspace, :attr:`dependent` and
+        :attr:`independent`: the re-selection of a run whose pivot degrades."""
+        from workbench.formulations.rcr import loops as RL
+        from workbench.formulations.rcr.topology import loop_structure
+
+        cm = self.cm
+        self.structure = loop_structure(cm, z0, dependents, pivot_tol=self.pivot_tol)
+        self.lw = RL.make_loop_workspace(cm.arrays, self.structure)
         self._paths = None
         ls = self.structure
         own = set()
@@ -168,11 +182,19 @@ class LoopSolver:
         return z, zd, zdd
 
     def simulate_rk4(self, t_end, dt, z0=None, zd0=None, t0=0.0, pos_tol=1e-12,
-                     pos_maxit=30):
+                     pos_maxit=30, reselect=None):
         """Explicit RK4 of the independent coordinates through :meth:`solve`
         (:func:`workbench.formulations.rcr.closure.integrate_rk4`) from ``(z0, zd0)``
         (default: the model's guess and initial rates; the independent entries are the
-        initial state).  Returns ``dict(t, z, zd, zdd)`` (one row per step)."""
+        initial state).  Returns ``dict(t, z, zd, zdd, reselections)`` (one row per step).
+
+        ``reselect`` (a relative pivot, e.g. 1e-3): when the smallest relative dependent
+        pivot of a row falls below it, the dependents are selected again at that row
+        (``dependents="pivoted"``, :func:`~workbench.formulations.rcr.topology.loop_structure`)
+        and the run continues from the row's state with the new independent coordinates
+        (the state is the same, only the coordinates integrated change).
+        ``reselections``: ``{"time", "step", "pivot", "coordinate", "from", "to"}`` per
+        change (dependent coordinate names)."""
         from workbench.formulations.rcr import closure as RC
 
         cm = self.cm
@@ -184,16 +206,36 @@ class LoopSolver:
         Z = np.zeros((nsteps + 1, cm.n))
         ZD = np.zeros_like(Z)
         ZDD = np.zeros_like(Z)
-        lp_ptr, lp_fr = self.paths
-        st, step, t, bad = RC.integrate_rk4(
-            ma, ma.p, float(t0), float(dt), nsteps, z0, zd0, self.independent,
-            self.structure, lp_ptr, lp_fr, self.ws, self.aw, self.lw, self.pivot_tol,
-            float(pos_tol), int(pos_maxit), T, Z, ZD, ZDD)
+        rtol = 0.0 if reselect is None else float(reselect)
+        changes = []
+        k0 = 0
+        while True:
+            lp_ptr, lp_fr = self.paths
+            st, step, t, bad = RC.integrate_rk4(
+                ma, ma.p, float(t0) + k0 * float(dt), float(dt), nsteps - k0, z0, zd0,
+                self.independent, self.structure, lp_ptr, lp_fr, self.ws, self.aw, self.lw,
+                self.pivot_tol, float(pos_tol), int(pos_maxit), T[k0:], Z[k0:], ZD[k0:],
+                ZDD[k0:], rtol)
+            if st != RC.ST_RESELECT:
+                break
+            k0 += step
+            piv = float(self.lw.piv[0])
+            old = [cm.coord_names[c] for c in self.dependent]
+            self.select_dependents(Z[k0], "pivoted")
+            new = [cm.coord_names[c] for c in self.dependent]
+            if new == old:
+                # the best-conditioned set is the one in use: go on without monitoring
+                rtol = 0.0
+            else:
+                changes.append({"time": float(T[k0]), "step": int(k0), "pivot": piv,
+                                "coordinate": cm.coord_names[bad], "from": old, "to": new})
+            z0 = Z[k0].copy()
+            zd0 = ZD[k0].copy()
         if st == RC.ST_POSITION:
             self._raise("position", bad, t, float("nan"))
         if st == RC.ST_SINGULAR:
             self._raise(None, bad, t)
-        return {"t": T, "z": Z, "zd": ZD, "zdd": ZDD}
+        return {"t": T, "z": Z, "zd": ZD, "zdd": ZDD, "reselections": changes}
 
     def raise_for_status(self, st, bad, t):
         """Raise the typed error of a status of the RCR kernels

@@ -35,6 +35,9 @@ from workbench.kernels import tree as K
 
 #: status codes of :func:`forward_dynamics`
 OK, ST_POSITION, ST_SINGULAR = 0, 1, 2
+#: status of :func:`integrate_rk4`: the smallest relative pivot at a row fell below the
+#: re-selection threshold (the row is written; the caller selects other dependents there)
+ST_RESELECT = 3
 #: ``LoopWorkspace.fail[0]`` of a singular position problem (after the kinds of
 #: :mod:`workbench.formulations.rcr.loops`)
 FAIL_POSITION = 4
@@ -164,10 +167,14 @@ def _update_ancestors(ma, p, z, f, A, r, u, bcol):
 
 
 @njit(cache=True)
-def solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, tol, maxit):
+def solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, tol, maxit, min_it=0):
     """Gauss-Newton on the dependents of every loop, loop after loop (see the module
     docstring), ``z`` updated in place (its independent entries are kept).  On return the
-    frame positions and joint columns in ``ws`` are those of the final ``z``.
+    frame positions and joint columns in ``ws`` are those of the final ``z``.  Every loop
+    takes at least ``min_it`` iterations: with 1, a change of the independent positions
+    that leaves the closure residual below ``tol`` (next to a singular configuration, where
+    the closures hardly resist it) still moves the dependents with it, as Matrix-R's Newton
+    step on ``Theta = [Phi; h(z) - z^i]`` does.
 
     Returns ``(status, coordinate, residual)``: ``OK``; ``ST_POSITION`` (no convergence in
     ``maxit`` iterations: the loop cannot close, coordinate = its first dependent) or
@@ -211,7 +218,7 @@ def solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, tol, maxit):
                     err = max(err, abs(phi[i]))
                 if not np.isfinite(err):
                     return ST_POSITION, own[0], err
-                if err <= tol:
+                if err <= tol and it >= min_it:
                     break
                 if it == maxit:
                     return ST_POSITION, own[0], err
@@ -301,15 +308,17 @@ def solve_velocities(ma, p, zd, ls, ws, lw, tol):
 
 @njit(cache=True)
 def forward_dynamics(ma, p, t, z, zd, zdd, ls, lp_ptr, lp_fr, ws, aw, lw, tol, pos_tol,
-                     pos_maxit):
+                     pos_maxit, min_it=0):
     """One whole RCR evaluation in O(n + m): the independent entries of ``z`` and ``zd``
     are the input; the dependent entries of ``z`` (the Newton guess on entry), ``zd`` and
     all of ``zdd`` are the output.  Returns ``(status, coordinate, value)``: ``OK``,
     ``ST_POSITION`` (positions did not converge; value = the residual) or ``ST_SINGULAR``
-    (a singular pivot, ``lw.fail`` gives its kind for the acceleration problem)."""
+    (a singular pivot, ``lw.fail`` gives its kind for the acceleration problem).
+    ``min_it``: the least Gauss-Newton iterations per loop (:func:`solve_positions`)."""
     lw.fail[0] = RL.FAIL_NONE
     lw.fail[1] = -1
-    st, bad, err = solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, pos_tol, pos_maxit)
+    st, bad, err = solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, pos_tol, pos_maxit,
+                                   min_it)
     if st == ST_SINGULAR:
         lw.fail[0] = FAIL_POSITION
         lw.fail[1] = bad
@@ -328,11 +337,14 @@ def forward_dynamics(ma, p, t, z, zd, zdd, ls, lp_ptr, lp_fr, ws, aw, lw, tol, p
 
 @njit(cache=True)
 def integrate_rk4(ma, p, t0, h, nsteps, z0, zd0, indep, ls, lp_ptr, lp_fr, ws, aw, lw, tol,
-                  pos_tol, pos_maxit, T_out, Z_out, ZD_out, ZDD_out):
+                  pos_tol, pos_maxit, T_out, Z_out, ZD_out, ZDD_out, reselect_tol=0.0):
     """Fixed-step explicit RK4 of the independent coordinates ``indep`` (seed 002 eqs
     41-46, as :func:`workbench.integrators.rk4.integrate_rk4`) through
     :func:`forward_dynamics`; row ``k`` of the outputs is the state at ``t0 + k h`` with its
-    accelerations.  Returns ``(status, step, time, coordinate)``."""
+    accelerations.  Pivot monitoring: when the smallest relative dependent pivot of a row
+    ``k >= 1`` (``lw.piv[0]``, eq 34 relative to ``a^T a``) is below ``reselect_tol``, the
+    run stops after writing that row with :data:`ST_RESELECT` (coordinate: the dependent of
+    that pivot).  Returns ``(status, step, time, coordinate)``."""
     n = z0.shape[0]
     ni = indep.shape[0]
     z = z0.copy()
@@ -357,6 +369,8 @@ def integrate_rk4(ma, p, t0, h, nsteps, z0, zd0, indep, ls, lp_ptr, lp_fr, ws, a
             ZDD_out[k, j] = zdd[j]
         if k == nsteps:
             break
+        if k > 0 and lw.piv[0] < reselect_tol:
+            return ST_RESELECT, k, t, int(lw.piv[1])
         for j in range(ni):
             ks[0, 0, j] = zd[indep[j]]
             ks[0, 1, j] = zdd[indep[j]]

@@ -11,11 +11,16 @@
 * **Rank.**  ``m_i`` is the numerical rank of the loop's closure Jacobian at the given
   configuration (singular values above ``rank_tol`` times the largest): a planar loop in
   3-D closed by a spatial cut has redundant rows.
-* **Dependents.**  By default the trailing ``m_i`` of each loop list (plain RCR).  Given
+* **Dependents.**  By default the trailing ``m_i`` of each loop list (plain RCR).
+  ``"reverse"``: the same, with a loop whose trailing set is singular at the given
+  configuration walked the other way (sides A and B swapped), the loop-reversal fallback
+  of GCL.  Given
   ``dependents`` (names or indices), loop ``i`` (in the order of its first row) takes those
   of its coordinates not taken by an earlier loop; there must be exactly ``m_i`` (ACS).
   ``"auto"``: greedily from the end of each list, the coordinates whose columns pass the
-  pivot test (a re-selection at set-up, not during a run).
+  pivot test (a selection at set-up).  ``"pivoted"``: column-pivoted Gram-Schmidt, the
+  largest relative remaining column first (the re-selection when a run's pivot degrades,
+  :meth:`workbench.formulations.rcr.LoopSolver.simulate_rk4`).
 * **Groups.**  Loops sharing a coordinate or a frame form a group, eliminated loop after
   loop (a loop after those whose dependents it uses); they must have the same base.
 * **Chain.**  The start of the first loop's side-A path whose coordinates are independent
@@ -78,9 +83,15 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     ``cm`` at the configuration ``z`` (used for the ranks ``m_i`` only).
 
     ``dependents``: ``None`` (the trailing ``m_i`` coordinates of every loop, plain RCR),
+    ``"reverse"`` (plain RCR, with every loop whose trailing set fails the pivot test at
+    ``z`` worked in the opposite direction: the GCL fallback; loops closing onto their own
+    base cannot be reversed),
     ``"auto"`` (from the end of each loop list, every coordinate whose closure column is
     independent of those kept so far, relative pivot above ``pivot_tol``: the trailing set
-    when it is valid at ``z``, otherwise an ACS set) or coordinate names / indices (ACS).
+    when it is valid at ``z``, otherwise an ACS set), ``"pivoted"`` (column-pivoted
+    Gram-Schmidt: each next dependent the coordinate whose column keeps the largest
+    relative part orthogonal to those kept; the re-selection during a run) or coordinate
+    names / indices (ACS).
     Raises :class:`~workbench.errors.OptionError` for a closure this implementation does not
     handle (drive or cam rows, a row across three frames, rods with mass, coupled loops with
     different bases, a dependent choice that does not fit)."""
@@ -146,7 +157,92 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         loops.append(dict(rows=gr["rows"], fa=fa, fb=fb, base=base, pa=pa, pb=pb,
                           frames=set(pa) | set(pb), coords=coords, rank=rank))
     # -- dependents ------------------------------------------------------------------------
-    if isinstance(dependents, str) and dependents == "auto":
+    def valid(lo, cols):
+        # the pivot test of eq 34 on the columns ``cols`` of loop ``lo``, taken from the
+        # last (Gram-Schmidt)
+        basis = []
+        for c in reversed(cols):
+            a = Jc[lo["rows"], c].copy()
+            aa = float(a @ a)
+            for q in basis:
+                a -= (q @ a) * q
+            if not (aa > 0.0 and float(a @ a) > pivot_tol * aa):
+                return False
+            basis.append(a / np.linalg.norm(a))
+        return True
+
+    if isinstance(dependents, str) and dependents == "reverse":
+        # the loop-reversal fallback of GCL (seed 004 §"General coupled loops"): a loop whose
+        # trailing m_i coordinates are not a valid dependent set is worked in the opposite
+        # direction (sides A and B swapped: the list runs base -> F_B, F_A -> base), whose
+        # trailing m_i are its first coordinates; its independents then form the chain on
+        # the other branch (recursive scalar pivots, no dense ACS solve)
+        taken = {}
+        for i, lo in enumerate(loops):
+            cols = [c for c, _, _ in lo["coords"]]
+            own = cols[len(cols) - lo["rank"]:]
+            if not valid(lo, own) or any(c in taken for c in own):
+                if lo["fb"] == lo["base"]:
+                    raise OptionError(
+                        f"rcr: model {cm.name!r}: the trailing dependents "
+                        f"{[names[c] for c in own]} of the loop closed by "
+                        f"{rowname(lo['rows'][0])!r} are not valid, and the loop cannot be "
+                        "reversed (it closes onto its own base: reversing it would re-root the "
+                        "tree); use dependents='auto' (ACS)")
+                pa = _path(parent, lo["base"], lo["fb"])
+                pb = _path(parent, lo["base"], lo["fa"])
+                items = [(f, 0) for f in pa] + [(f, 1) for f in pb[::-1]]
+                coords = [(int(fr_coord[f]), f, s_) for f, s_ in items if fr_coord[f] >= 0]
+                cols = [c for c, _, _ in coords]
+                own = cols[len(cols) - lo["rank"]:]
+                if not valid(lo, own) or any(c in taken for c in own):
+                    raise OptionError(
+                        f"rcr: model {cm.name!r}: the loop closed by "
+                        f"{rowname(lo['rows'][0])!r} has no valid trailing dependents in "
+                        "either direction at this configuration (GCL with fictitious joints "
+                        "is not implemented); use dependents='auto' (ACS)")
+                lo.update(fa=lo["fb"], fb=lo["fa"], pa=pa, pb=pb, coords=coords,
+                          reversed=True)
+            for c in own:
+                taken[c] = i
+            lo["own"] = own
+    elif isinstance(dependents, str) and dependents == "pivoted":
+        # column-pivoted Gram-Schmidt over each loop's coordinates not taken by an earlier
+        # loop: the coordinate whose closure column keeps the largest part orthogonal to
+        # the columns kept so far (relative to its length) next; the best-conditioned set
+        # a greedy choice gives (the re-selection of a run whose pivot degrades,
+        # LoopSolver.simulate_rk4)
+        taken = {}
+        for i, lo in enumerate(loops):
+            basis = []
+            own = []
+            cand = [c for c, _, _ in lo["coords"] if c not in taken]
+            while len(own) < lo["rank"]:
+                best, bestc, bestv = -1.0, -1, None
+                for c in cand:
+                    if c in own:
+                        continue
+                    a = Jc[lo["rows"], c].copy()
+                    aa = float(a @ a)
+                    if aa == 0.0:
+                        continue
+                    for q in basis:
+                        a -= (q @ a) * q
+                    rel = float(a @ a) / aa
+                    if rel > best:
+                        best, bestc, bestv = rel, c, a
+                if bestc < 0 or best <= pivot_tol:
+                    raise OptionError(
+                        f"rcr: model {cm.name!r}: no valid set of {lo['rank']} dependent "
+                        f"coordinates in the loop closed by {rowname(lo['rows'][0])!r} at "
+                        "this configuration")
+                basis.append(bestv / np.linalg.norm(bestv))
+                own.append(bestc)
+            own = [c for c, _, _ in lo["coords"] if c in set(own)]
+            for c in own:
+                taken[c] = i
+            lo["own"] = own
+    elif isinstance(dependents, str) and dependents == "auto":
         # from the end of each loop list, keep a coordinate when its column is independent
         # of the columns kept so far (Gram-Schmidt, the pivot test of eq 34): the trailing
         # set when it is valid, otherwise the nearest valid ACS set
