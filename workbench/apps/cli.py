@@ -814,7 +814,7 @@ def _write_index(out: Path, rows, args, started: str, total: float) -> None:
 
 def _add_bench(sub):
     p = sub.add_parser(
-        "bench", help="benchmarks: gradient cost, closed-loop scaling",
+        "bench", help="benchmarks: gradient cost, closed-loop scaling, peers",
         description="'workbench bench sensitivity' times, in one run, the simulation, the "
                     "direct and adjoint gradients and central differences on the five-bar "
                     "(p = 5) and on a generated closed chain with p = 5 and p = 50 "
@@ -822,8 +822,17 @@ def _add_bench(sub):
                     "'workbench bench scaling' times the closed-loop acceleration solve, "
                     "RCR (seed 004) against Matrix-R, on the N-four-bar and on a chain "
                     "closed once of growing size, and prints the fitted exponents and the "
-                    "crossover (with --out: DIR/scaling.csv and DIR/scaling.png).")
-    p.add_argument("what", choices=("sensitivity", "scaling"), help="which benchmark")
+                    "crossover (with --out: DIR/scaling.csv and DIR/scaling.png).  "
+                    "'workbench bench peers' times the workbench beside JAX, Pinocchio and "
+                    "MuJoCo on identical models (open chains n = 5 and 20, a 10-link closed "
+                    "chain) and the buggy lane change on one core, with how each peer's "
+                    "trajectory compares with ours (with --out: DIR/peers.json and "
+                    "DIR/peers.md; the peers are optional: pip install workbench[peers]).")
+    p.add_argument("what", choices=("sensitivity", "scaling", "peers"),
+                   help="which benchmark")
+    p.add_argument("--quick", action="store_true",
+                   help="peers: short horizons, chain n = 5 only, at most 2 runs (a smoke "
+                        "run, not the table)")
     p.add_argument("--families", default=None, metavar="F[,F]",
                    help="scaling: n-four-bar, closed-chain (default both)")
     p.add_argument("--sizes", default=None, metavar="S[,S...]",
@@ -834,14 +843,21 @@ def _add_bench(sub):
     p.add_argument("--dt", type=float, default=1e-3, help="time step (default 1e-3)")
     p.add_argument("--formulation", default="sr-com", choices=tuple(REGISTRY))
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="also write DIR/bench.json (scaling: DIR/scaling.csv, .png)")
+                   help="also write DIR/bench.json (scaling: DIR/scaling.csv, .png; peers: "
+                        "DIR/peers.json, DIR/peers.md)")
     p.add_argument("--repeat", type=_positive_int, default=5,
-                   help="sensitivity: each timing is the median of this many runs (default "
-                        "5); scaling: the best of this many timing loops (default 7)")
+                   help="sensitivity, peers: each timing is the median of this many runs "
+                        "(default 5); scaling: the best of this many timing loops (default 7)")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(args) -> int:
+    if args.quick and args.what != "peers":
+        raise CLIError("--quick belongs to 'workbench bench peers'")
+    if args.what == "peers":
+        from workbench.apps.peers_bench import bench_peers
+        bench_peers(quick=args.quick, out=args.out, repeat=args.repeat)
+        return 0
     if args.what == "scaling":
         from workbench.apps.rcr_scaling import FAMILIES, bench_scaling
         fams = tuple(args.families.split(",")) if args.families else tuple(FAMILIES)
