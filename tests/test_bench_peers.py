@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from workbench import simulate
-from workbench.apps.peers_bench import (NOT_INSTALLED, bench_peers, chain_data, open_chain)
+from workbench.apps.peers_bench import NOT_INSTALLED, bench_peers, chain_data, open_chain
 
 #: JAX solves the same trapezoidal equations (same ODE in closed form, Newton on the new
 #: accelerations, 2 iterations: converged to rounding); ours stops Newton at the residual

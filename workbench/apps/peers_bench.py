@@ -53,8 +53,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench import GROUND, Model, objectives, sensitivity, simulate
+from workbench import GROUND, Model
 from workbench import __version__ as _wb_version
+from workbench import objectives, sensitivity, simulate
 from workbench.apps.bench import closed_chain
 
 NOT_INSTALLED = "not installed (pip install workbench[peers])"
