@@ -38,7 +38,7 @@ def _states(cm, t_end, dt, every):
 def test_sparse_qr_solves_equal_dense_solves(name, t_end, dt, every):
     cm = _model(name)
     ga = global_model(cm)[0]
-    ma, p = cm.arrays, cm.arrays.p
+    p = cm.arrays.p
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
     N = ga.nq

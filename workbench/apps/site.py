@@ -494,6 +494,7 @@ def comparisons_markdown(root) -> str | None:
     reports = [n for n in REPRODUCTIONS if (root / n / "gradients.csv").is_file()]
     if not reports:
         return None
+    from workbench.apps.reports import OPTIMISATION_NOTE
     lines = ["# Comparisons: formulations and gradient methods", "",
              "Gathered from the data of the reproduction reports ("
              + ", ".join(f"[{n}]({n}/report.md)" for n in reports)
@@ -503,7 +504,7 @@ def comparisons_markdown(root) -> str | None:
              "Wall time after numba compilation, one thread; saving = 1 - t_semi-recursive / "
              "t_global.  Seed 001 (Figs 4-5, buggy, Fortran) reports that the semi-recursive "
              "formulation saves 48.2 % (direct) and 50.2 % (adjoint) on the step descent, "
-             "48-50 % on the double lane change.", ""]
+             "48-50 % on the double lane change.", "", OPTIMISATION_NOTE, ""]
     rows = []
     for n in reports:
         tm = _read_json(root / n / "timings.json")

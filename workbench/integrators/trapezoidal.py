@@ -580,10 +580,16 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     """Fixed-step implicit trapezoidal rule on the independent coordinates, global
     formulation in natural coordinates: the unknown ``a = zdd^i_{n+1}``, the update
     (:func:`trapezoidal_update`), the Newton acceptance tests (:func:`correction_converged`,
-    :func:`at_noise_floor`) and the iteration matrix (:func:`iteration_matrix`, with the
-    force-element derivatives projected with ``R``; ``M`` is constant) are those of
-    :func:`integrate_semirecursive`.  No step merging or sub-stepping: a failure ends the
-    run.  Returns (status, step, t, value, bad).
+    :func:`at_noise_floor`) and the iteration matrix (``Mbar + h/2 Cbar + h^2/4 Kbar`` as in
+    :func:`iteration_matrix`, with the force-element derivatives projected with ``R``: one
+    force tangent per column of ``R``, along ``(h^2/4 R_j, h/2 R_j)``; ``M`` is constant and
+    block diagonal) are those of :func:`integrate_semirecursive`.  Per Newton iterate the
+    sparse QR of ``Theta_q`` is refactorised (its symbolic analysis is done once per model,
+    :func:`workbench.formulations.natural.kernels.sqr_factor`), ``qdd`` comes from one solve
+    and the residual ``R^T (M qdd - Q)`` from one transpose solve; ``R`` itself is formed
+    only at the first iterate of a step, for the iteration matrix
+    (:func:`workbench.formulations.natural.kernels.solve_va_step`).  No step merging or
+    sub-stepping: a failure ends the run.  Returns (status, step, t, value, bad).
 
     ``kofs``: index of the first row in the whole run (times ``t0 + (kofs + k) h``);
     ``a_init`` (length d, or empty: solved from the equations of motion) the initial
@@ -609,15 +615,18 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     G.mass_matrix(ga, ma, p, p, False, M)
     Tm = np.zeros((d, d))
     Mb = np.zeros((d, d))
-    Kb = np.zeros((d, d))
-    Cb = np.zeros((d, d))
     zi = zi0.copy()
     zdi = zdi0.copy()
     res = np.zeros(d)
-    zero = np.zeros(N)
     zp = np.zeros(p.shape[0])
     dQk = np.zeros(N)
-    dQc = np.zeros(N)
+    tau = np.zeros(N)
+    mt = ga.phi_sf.shape[0]
+    mu_ = np.zeros(mt + d)
+    rhs_ = np.zeros(mt + d)
+    sc_jets = np.zeros((mt + d, 6))
+    dqj = np.zeros(N)
+    dqdj = np.zeros(N)
     rn = 0.0
     t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
     st, it, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
@@ -635,7 +644,7 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     if a_init.shape[0] == d:
         a = a_init.copy()
     else:
-        projected_matrix(Rphi, M, Mb)
+        G.projected_mass(ga, M, Rphi, Mb)
         a, ok = LA.lu_solve_small(Mb, Rphi.T @ (Q - M @ qddb))
         if not ok:
             return ST_MASS, 0, t, 0.0, -1
@@ -659,15 +668,23 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
                                                  pos_maxit, True)
             if st != OK:
                 return st, k0 + 1, t, err, bad
-            st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+            # qdd = qdd_b + R a by one solve; R itself only for the iteration matrix
+            st, bad = G.solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws,
+                                      it == 0, rhs_, sc_jets)
             if st != OK:
                 return st, k0 + 1, t, 0.0, bad
             bad = G.zero_length_spring(ga, ma, p, q)
             if bad >= 0:
                 return ST_ZERO_SPRING, k0 + 1, t, 0.0, bad
-            qdd[:] = qddb + Rphi @ a
             Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
-            transpose_times(Rphi, M @ qdd - Q, res)
+            G.mass_apply(ga, M, qdd, tau)
+            for k in range(N):
+                tau[k] -= Q[k]
+            # r = R^T tau: the degree-of-freedom rows of the minimum-norm solution of
+            # Theta_q^T mu = tau (R = Theta_q^+ [0; I])
+            G.sqr_solve_transpose(ga, ws, tau, mu_)
+            for j in range(d):
+                res[j] = mu_[mt + j]
             rn = maxabs(res)
             if d == 0:
                 converged = True
@@ -683,21 +700,22 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
             if it == newton_maxit:
                 break
             if it == 0:
-                projected_matrix(Rphi, M, Mb)
+                # Tm = Mbar + h/2 Cbar + h^2/4 Kbar with Kbar = -R^T dQ/dq R,
+                # Cbar = -R^T dQ/dqd R (M is constant): one force tangent per column of R,
+                # along (h^2/4 R_j, h/2 R_j) (the tangent is linear in its direction)
+                G.projected_mass(ga, M, Rphi, Mb)
+                cv = 0.5 * h
+                cz = 0.25 * h * h
                 for j in range(d):
-                    rj = np.ascontiguousarray(Rphi[:, j])
-                    G.force_tangent(ga, ma, p, t, q, qd, rj, zero, zp, aref, sc, dQk)
-                    G.force_tangent(ga, ma, p, t, q, qd, zero, rj, zp, aref, sc, dQc)
-                    # Kbar = -R^T dQ/dq R, Cbar = -R^T dQ/dqd R (M is constant)
+                    for k in range(N):
+                        dqj[k] = cz * Rphi[k, j]
+                        dqdj[k] = cv * Rphi[k, j]
+                    G.force_tangent(ga, ma, p, t, q, qd, dqj, dqdj, zp, aref, sc, dQk)
                     for i in range(d):
                         sk = 0.0
-                        sc_ = 0.0
                         for k in range(N):
                             sk += Rphi[k, i] * dQk[k]
-                            sc_ += Rphi[k, i] * dQc[k]
-                        Kb[i, j] = -sk
-                        Cb[i, j] = -sc_
-                iteration_matrix(Mb, Cb, Kb, 0.5 * h, 0.25 * h * h, Tm)
+                        Tm[i, j] = Mb[i, j] - sk
             da, ok = LA.lu_solve_small(Tm, -res)
             if not ok:
                 return ST_MASS, k0 + 1, t, 0.0, -1

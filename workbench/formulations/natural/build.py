@@ -41,7 +41,9 @@ GlobalArrays = namedtuple("GlobalArrays", [
     "D", "nqb", "nq", "nb",
     "op_ptr", "tm_body", "tm_org", "tm_c", "tm_f1", "tm_f2", "tm_sign",
     "sf_kind", "sf_op", "sf_K", "sf_fK", "sf_tf",
-    "phi_sf", "dof_sf", "jc_sf", "pt_op", "rperm", "cperm"])
+    "phi_sf", "dof_sf", "jc_sf", "pt_op", "rperm", "cperm",
+    "sq_ptr", "sq_cols", "sq_vptr", "sq_vrows", "sq_mask", "sq_rperm", "sq_cperm",
+    "sq_gptr", "sq_grow", "sq_gsrc", "sq_zptr", "sq_zrow"])
 
 
 @structref.register
@@ -317,7 +319,7 @@ def build_global(cm) -> tuple:
         phi_sf=np.array(phi, dtype=np.int64), dof_sf=np.array(dof, dtype=np.int64),
         jc_sf=jc_sf, pt_op=pt_op,
         rperm=np.arange(len(phi) + len(dof), dtype=np.int64),
-        cperm=np.arange(nb * nqb, dtype=np.int64))
+        cperm=np.arange(nb * nqb, dtype=np.int64), **no_symbolic())
     ga = _as_struct(ga)
     # ---- initial natural coordinates from the model's relative-coordinate guess
     nf = ma.fr_parent.shape[0]
@@ -409,7 +411,133 @@ def profile_ordering(ga, ma, p, q0, aref0):
         cost = _qr_profile_cost(P[rp][:, cp])
         if best is None or cost < best[0]:
             best = (cost, rp, cp)
-    return ga._replace(rperm=best[1], cperm=best[2])
+    return ga._replace(rperm=best[1], cperm=best[2], **symbolic_qr(P, [best[2]]))
+
+
+def no_symbolic() -> dict:
+    """The symbolic-analysis fields of :class:`GlobalArrays` left empty:
+    :func:`workbench.formulations.natural.kernels.sqr_factor` then runs its generic (profile)
+    loop on ``rperm``/``cperm``."""
+    e = np.zeros(0, dtype=np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    return dict(sq_ptr=one, sq_cols=e, sq_vptr=one, sq_vrows=e,
+                sq_mask=np.zeros((0, 0), dtype=np.uint8), sq_rperm=e, sq_cperm=e,
+                sq_gptr=one, sq_grow=e, sq_gsrc=e, sq_zptr=one, sq_zrow=e)
+
+
+def _row_merge(P, cp):
+    """Symbolic sparse Householder QR (row-merge) of the pattern ``P`` (mr x n, boolean) with
+    the column order ``cp``: for each column ``k`` (in that order) the rows not yet used as
+    pivots that are structurally non-zero in it form the reflector's support; the first
+    becomes the pivot row of ``k`` and every row of the support takes the union of their
+    patterns (columns > k for the others).  Returns ``(cost, rows, supports, unions)``
+    (``rows``: the original row indices in pivot order, then the unused rows; ``supports``
+    and ``unions``: per column, original row indices and column positions), or ``None``
+    when a column has an empty support (structurally rank deficient)."""
+    Pc = P[:, cp]
+    mr, n = Pc.shape
+    pat = [set(np.nonzero(Pc[i])[0].tolist()) for i in range(mr)]
+    incol = [set() for _ in range(n)]
+    for i in range(mr):
+        for j in pat[i]:
+            incol[j].add(i)
+    used = np.zeros(mr, dtype=bool)
+    order, supports, unions = [], [], []
+    cost = 0
+    for k in range(n):
+        S = sorted(i for i in incol[k] if not used[i])
+        if not S:
+            return None
+        u = set()
+        for i in S:
+            u |= pat[i]
+        u = {j for j in u if j >= k}
+        piv = S[0]
+        used[piv] = True
+        order.append(piv)
+        rest = {j for j in u if j > k}
+        for i in S:
+            for j in pat[i]:
+                incol[j].discard(i)
+            pat[i] = set(u) if i == piv else set(rest)
+            for j in pat[i]:
+                if j > k or i == piv:
+                    incol[j].add(i)
+        supports.append(S)
+        unions.append(sorted(u))
+        cost += len(S) * len(u)
+    order += [i for i in range(mr) if not used[i]]
+    return cost, order, supports, unions
+
+
+def symbolic_qr(P, cands) -> dict:
+    """Symbolic analysis of the sparse Householder QR of ``Theta_q`` done once per model
+    (the analysis phase of a sparse direct solver; the numeric phase is
+    :func:`workbench.formulations.natural.kernels.sqr_factor`): a fill-reducing column order
+    (the cheapest of ``cands`` and of the minimum-degree orderings of ``Theta_q^T Theta_q``
+    of SuperLU, ``MMD_ATA`` and ``COLAMD``, by the symbolic flop count), the row order that
+    puts the pivot row of column ``k`` at position ``k``, and per column the rows of its
+    reflector (``sq_vrows[sq_vptr[k]:sq_vptr[k + 1]]``, positions in that row order, ``k``
+    first) and the columns it can change (``sq_cols[sq_ptr[k]:sq_ptr[k + 1]]``, ascending,
+    ``k`` first: also the pattern of row ``k`` of ``R``); ``sq_mask`` (n x mr) is the pattern
+    in the kernel's column-major layout, against which every factorisation checks the
+    numeric matrix (an entry outside it sends that factorisation to the generic loop)."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+    P = np.asarray(P, dtype=bool)
+    mr, n = P.shape
+    if mr < n or n == 0:
+        return no_symbolic()
+    cands = [np.asarray(c, dtype=np.int64) for c in cands]
+    if mr == n:
+        rng = np.random.default_rng(7)
+        A = sp.csc_matrix(np.where(P, 1.0 + rng.random(P.shape), 0.0))
+        for spec in ("MMD_ATA", "COLAMD"):
+            try:
+                cands.append(np.argsort(spl.splu(A, permc_spec=spec).perm_c).astype(np.int64))
+            except RuntimeError:            # structurally singular: keep the others
+                pass
+    best = None
+    for cp in cands:
+        r = _row_merge(P, cp)
+        if r is not None and (best is None or r[0] < best[0][0]):
+            best = (r, cp)
+    if best is None:
+        return no_symbolic()
+    (cost, order, supports, unions), cp = best
+    pos = np.empty(mr, dtype=np.int64)
+    pos[np.array(order, dtype=np.int64)] = np.arange(mr)
+    vptr, vrows, ptr, cols = [0], [], [0], []
+    for k in range(n):
+        vrows.extend(sorted(int(pos[i]) for i in supports[k]))
+        vptr.append(len(vrows))
+        cols.extend(unions[k])
+        ptr.append(len(cols))
+    rp = np.array(order, dtype=np.int64)
+    Pp = P[rp][:, cp]
+    # gather lists: per column j the rows of the pattern and their flat index in Theta_q,
+    # and every row of W[j] that can be non-zero at some stage (zeroed before the gather)
+    gptr, grow, gsrc = [0], [], []
+    wpat = [set(np.nonzero(Pp[:, j])[0].tolist()) for j in range(n)]
+    for k in range(n):
+        sup = vrows[vptr[k]:vptr[k + 1]]
+        for j in cols[ptr[k]:ptr[k + 1]]:
+            wpat[j].update(sup)
+    zptr, zrow = [0], []
+    for j in range(n):
+        rows_j = np.nonzero(Pp[:, j])[0]
+        grow.extend(rows_j.tolist())
+        gsrc.extend((rp[rows_j] * n + cp[j]).tolist())
+        gptr.append(len(grow))
+        zrow.extend(sorted(wpat[j]))
+        zptr.append(len(zrow))
+    return dict(sq_ptr=np.array(ptr, dtype=np.int64), sq_cols=np.array(cols, dtype=np.int64),
+                sq_vptr=np.array(vptr, dtype=np.int64), sq_vrows=np.array(vrows, dtype=np.int64),
+                sq_mask=np.ascontiguousarray(P[rp][:, cp].T).astype(np.uint8),
+                sq_rperm=rp, sq_cperm=np.asarray(cp, dtype=np.int64),
+                sq_gptr=np.array(gptr, dtype=np.int64), sq_grow=np.array(grow, dtype=np.int64),
+                sq_gsrc=np.array(gsrc, dtype=np.int64), sq_zptr=np.array(zptr, dtype=np.int64),
+                sq_zrow=np.array(zrow, dtype=np.int64))
 
 
 #: attribute of a CompiledModel instance that keeps its :func:`build_global` (made on first

@@ -490,6 +490,26 @@ def theta_va(ga, ma, p, t, q, qd, sc, out):
 
 
 @njit(cache=True)
+def theta_va_rest(ga, ma, p, t, out):
+    """:func:`theta_va` along ``qd = 0``: every bilinear rate and acceleration vanishes,
+    only the drives' ``-f'(t)``, ``-f''(t)`` remain (``out[:, 1]``, ``out[:, 2]``): the
+    right-hand side of the velocity problem without one pass over the operands."""
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    for k in range(m + d):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        vd = 0.0
+        vdd = 0.0
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            vd -= fd
+            vdd -= fdd
+        out[k, 1] = vd
+        out[k, 2] = vdd
+
+
+@njit(cache=True)
 def operand_base(ga, p, q, qd, qdd, OB):
     """``OB[o] = [value, rate, acceleration]`` of every operand ``o`` at ``(q, qd, qdd)``:
     the base part of :func:`op_jet`, computed once per state for the tangents of
@@ -629,17 +649,27 @@ def theta_jacobian(ga, p, q, aref, sc, Th):
 
 @njit(cache=True)
 def update_aref(ga, ma, p, t, q, aref, sc):
-    """Move the branch reference of every angle function to its current value."""
-    z = np.zeros(q.shape[0])
-    out = np.zeros(6)
+    """Move the branch reference of every angle function to its current value (the value
+    entry of :func:`sf_jet`, computed alone: the same operations on the same operands)."""
+    D = ga.D
+    A, B, C, E = sc[0, 0], sc[0, 1], sc[0, 2], sc[0, 3]
     for s in range(ga.sf_kind.shape[0]):
         if ga.sf_kind[s] == SF_ANGLE:
-            sf_jet(ga, ma, p, s, t, q, z, z, z, z, z, p, False, aref, sc, out)
+            o = ga.sf_op[s]
+            op_apply(ga, o[0], q, p, False, True, A)
+            op_apply(ga, o[1], q, p, False, True, B)
+            op_apply(ga, o[2], q, p, False, True, C)
+            op_apply(ga, o[3], q, p, False, True, E)
+            x = _dot(A, B, D)
+            y = _dot(C, E, D)
+            ref = aref[s]
+            v = ref + _wrap(np.arctan2(y, x) - ref)
             tf = ga.sf_tf[s]
             if tf >= 0:
+                # sf_jet subtracts the drive's f(t) and this adds it back (same rounding)
                 f, fd, fdd = K.time_function(ma, p, tf, t)
-                out[0] += f
-            aref[s] = out[0]
+                v = (v - f) + f
+            aref[s] = v
 
 
 #: Per-run work arrays of the natural-coordinate kernels: ``Th`` = Theta_q = [Phi_q; B],
@@ -647,7 +677,13 @@ def update_aref(ga, ma, p, t, q, aref, sc):
 #: ``rend``, ``cstart``), the constraint jets ``jets`` and the scratch ``sc`` of
 #: :func:`scratch`.
 NaturalWorkspace = namedtuple("NaturalWorkspace", ["Th", "V", "beta", "Rm", "jets", "sc", "W",
-                                                   "hi", "rend", "cstart"])
+                                                   "hi", "rend", "cstart", "flags"])
+
+#: ``ws.flags`` entries: [0] 1 when ``Rm`` may hold non-zeros outside the symbolic pattern
+#: (after the generic loop); [1] number of factorisations by the symbolic loop; [2] by the
+#: generic loop (counters for tests and profiling); [3] 1 when the factorisation in ``ws``
+#: is the symbolic one (row and column orders ``sq_rperm``, ``sq_cperm``), 0 the generic
+FL_DIRTY, FL_SYMBOLIC, FL_GENERIC, FL_MODE = 0, 1, 2, 3
 
 
 @njit(cache=True)
@@ -658,7 +694,7 @@ def make_ws(ga):
     return NaturalWorkspace(np.zeros((md, N)), np.zeros((N, md)), np.zeros(N), np.zeros((N, N)),
                             np.zeros((md, 6)), scratch(ga), np.zeros((N, md)),
                             np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
-                            np.zeros(N, dtype=np.int64))
+                            np.zeros(N, dtype=np.int64), np.zeros(4, dtype=np.int64))
 
 
 # ----------------------------------------------------------------------------------------
@@ -668,7 +704,214 @@ def make_ws(ga):
 
 @njit(cache=True)
 def sqr_factor(ga, Th, ws, rtol):
-    """Householder QR of the permuted ``Theta_q[rperm][:, cperm]`` (``ga.rperm``,
+    """Householder QR of ``Theta_q``: the numeric phase of a sparse QR whose symbolic
+    analysis was done once per model (:func:`workbench.formulations.natural.build.symbolic_qr`:
+    a fill-reducing column order ``sq_cperm``, the row order ``sq_rperm`` that puts the pivot
+    row of column ``k`` at position ``k``, the rows of each reflector and the columns it
+    changes).  Reflector ``k`` acts on the rows of its symbolic support only (the rows
+    structurally non-zero in column ``k`` at that stage; row-merge sparse QR) and only on
+    the columns of its list, so the cost is ``sum_k |support_k| |columns_k|`` (buggy: about
+    6e3 multiply-adds instead of 9.5e4 for the profile loop of :func:`sqr_factor_generic`).
+    Only the pattern's entries are gathered (and the fill positions zeroed); the non-zeros of
+    the whole matrix are counted against those gathered, so an entry outside the pattern
+    (a configuration or design where a structurally absent term appears), or a model
+    without the analysis, sends the factorisation to :func:`sqr_factor_generic`
+    (``ws.flags[FL_MODE]`` says which one the solves read).
+    Returns the ORIGINAL index of the first column whose diagonal entry is below ``rtol``
+    times the largest column norm, or -1."""
+    V, beta, Rm, W, hi, rend, cstart = ws.V, ws.beta, ws.Rm, ws.W, ws.hi, ws.rend, ws.cstart
+    fl = ws.flags
+    mr, n = Th.shape
+    ptr, cols, vptr, vrows, mask = ga.sq_ptr, ga.sq_cols, ga.sq_vptr, ga.sq_vrows, ga.sq_mask
+    cp = ga.sq_cperm
+    if cp.shape[0] != n or mask.shape[1] != mr:
+        return sqr_factor_generic(ga, Th, ws, rtol)
+    # every non-zero of Theta_q must lie in the symbolic pattern: count them (one
+    # contiguous pass) against those gathered from the pattern
+    nnz = 0
+    Tf = Th.ravel()
+    for x in Tf:
+        if x != 0.0:
+            nnz += 1
+    gptr, grow, gsrc, zptr, zrow = ga.sq_gptr, ga.sq_grow, ga.sq_gsrc, ga.sq_zptr, ga.sq_zrow
+    scale = 0.0
+    ngot = 0
+    for j in range(n):
+        wj = W[j]
+        for c in range(zptr[j], zptr[j + 1]):
+            wj[zrow[c]] = 0.0
+        s = 0.0
+        for c in range(gptr[j], gptr[j + 1]):
+            x = Tf[gsrc[c]]
+            wj[grow[c]] = x
+            s += x * x
+            if x != 0.0:
+                ngot += 1
+        scale = max(scale, np.sqrt(s))
+    if ngot != nnz:
+        return sqr_factor_generic(ga, Th, ws, rtol)
+    if scale == 0.0:
+        scale = 1.0
+    fl[FL_SYMBOLIC] += 1
+    fl[FL_MODE] = 1
+    bad = -1
+    for k in range(n):
+        wk = W[k]
+        vk = V[k]
+        v0, v1 = vptr[k], vptr[k + 1]
+        nrm = 0.0
+        for c in range(v0, v1):
+            i = vrows[c]
+            nrm += wk[i] * wk[i]
+        nrm = np.sqrt(nrm)
+        alpha = -nrm if wk[k] >= 0.0 else nrm
+        for c in range(v0, v1):
+            i = vrows[c]
+            vk[i] = wk[i]
+        vk[k] -= alpha
+        vn = 0.0
+        for c in range(v0, v1):
+            i = vrows[c]
+            vn += vk[i] * vk[i]
+        beta[k] = 2.0 / vn if vn > 0.0 else 0.0
+        bk = beta[k]
+        hi[k] = vrows[v1 - 1]
+        for cc in range(ptr[k], ptr[k + 1]):
+            wj = W[cols[cc]]
+            s = 0.0
+            for c in range(v0, v1):
+                i = vrows[c]
+                s += vk[i] * wj[i]
+            s *= bk
+            if s != 0.0:
+                for c in range(v0, v1):
+                    i = vrows[c]
+                    wj[i] -= s * vk[i]
+        if abs(wk[k]) <= rtol * scale and bad < 0:
+            bad = k
+    if fl[FL_DIRTY] != 0:
+        Rm[:, :] = 0.0
+        fl[FL_DIRTY] = 0
+    for j in range(n):
+        cstart[j] = j
+    for i in range(n):
+        rend[i] = i
+        for c in range(ptr[i], ptr[i + 1]):
+            j = cols[c]
+            x = W[j, i]
+            Rm[i, j] = x
+            if x != 0.0:
+                rend[i] = j
+                if j > i and cstart[j] == j:
+                    cstart[j] = i
+    return cp[bad] if bad >= 0 else -1
+
+
+@njit(cache=True)
+def _perms(ga, ws):
+    """Row and column orders of the factorisation in ``ws``."""
+    if ws.flags[FL_MODE] == 1:
+        return ga.sq_rperm, ga.sq_cperm
+    return ga.rperm, ga.cperm
+
+
+@njit(cache=True, inline="always")
+def _apply_sym(V, beta, vptr, vrows, k, y):
+    """``y = H_k y`` for reflector ``k`` of the symbolic factorisation (support
+    ``vrows[vptr[k]:vptr[k + 1]]``); False when its product with ``y`` is exactly zero
+    (``y`` unchanged)."""
+    vk = V[k]
+    v0, v1 = vptr[k], vptr[k + 1]
+    s = 0.0
+    for c in range(v0, v1):
+        i = vrows[c]
+        s += vk[i] * y[i]
+    s *= beta[k]
+    if s == 0.0:
+        return False
+    for c in range(v0, v1):
+        i = vrows[c]
+        y[i] -= s * vk[i]
+    return True
+
+
+@njit(cache=True, inline="always")
+def _apply_gen(V, beta, hi, k, y):
+    """``y = H_k y`` for reflector ``k`` of the generic factorisation (support
+    ``k..hi[k]``); False when its product with ``y`` is exactly zero."""
+    vk = V[k]
+    hk = hi[k]
+    s = 0.0
+    for i in range(k, hk + 1):
+        s += vk[i] * y[i]
+    s *= beta[k]
+    if s == 0.0:
+        return False
+    for i in range(k, hk + 1):
+        y[i] -= s * vk[i]
+    return True
+
+
+@njit(cache=True)
+def _apply_qt(ga, ws, y):
+    """``y = Q^T y`` (reflectors 0, 1, ..., n-1) of the factorisation in ``ws``."""
+    V, beta = ws.V, ws.beta
+    n = ws.Rm.shape[0]
+    if ws.flags[FL_MODE] == 1:
+        vptr, vrows = ga.sq_vptr, ga.sq_vrows
+        for k in range(n):
+            _apply_sym(V, beta, vptr, vrows, k, y)
+    else:
+        hi = ws.hi
+        for k in range(n):
+            _apply_gen(V, beta, hi, k, y)
+
+
+@njit(cache=True)
+def _apply_q(ga, ws, y):
+    """``y = Q y`` (reflectors n-1, ..., 0) of the factorisation in ``ws``."""
+    V, beta = ws.V, ws.beta
+    n = ws.Rm.shape[0]
+    if ws.flags[FL_MODE] == 1:
+        vptr, vrows = ga.sq_vptr, ga.sq_vrows
+        for k in range(n - 1, -1, -1):
+            _apply_sym(V, beta, vptr, vrows, k, y)
+    else:
+        hi = ws.hi
+        for k in range(n - 1, -1, -1):
+            _apply_gen(V, beta, hi, k, y)
+
+
+@njit(cache=True)
+def _back(ga, ws, y, xp):
+    """``xp = R^-1 y[:n]`` (back substitution) with the ``R`` of the factorisation in ``ws``:
+    the symbolic row patterns, or the row ends ``rend`` of the generic loop."""
+    Rm = ws.Rm
+    n = Rm.shape[0]
+    if ws.flags[FL_MODE] == 1:
+        ptr, cols = ga.sq_ptr, ga.sq_cols
+        for i in range(n - 1, -1, -1):
+            s = y[i]
+            for c in range(ptr[i] + 1, ptr[i + 1]):
+                j = cols[c]
+                s -= Rm[i, j] * xp[j]
+            xp[i] = s / Rm[i, i]
+        return
+    rend = ws.rend
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for j in range(i + 1, rend[i] + 1):
+            s -= Rm[i, j] * xp[j]
+        xp[i] = s / Rm[i, i]
+
+
+@njit(cache=True)
+def sqr_factor_generic(ga, Th, ws, rtol):
+    """The generic (profile) path of :func:`sqr_factor`, without a symbolic analysis: the
+    factorisation of the global formulation before issue 29, still used by the coordinate
+    partitioning (whose rows change with each selection) and whenever ``Theta_q`` has an
+    entry outside the symbolic pattern.  Householder QR of the permuted
+    ``Theta_q[rperm][:, cperm]`` (``ga.rperm``,
     ``ga.cperm``: a fill-reducing column order and rows sorted by their leading column,
     chosen once by :func:`workbench.formulations.natural.build.build_global`), skipping exact
     zeros.
@@ -684,6 +927,10 @@ def sqr_factor(ga, Th, ws, rtol):
     largest column norm, or -1.
     """
     V, beta, Rm, W, hi, rend, cstart = ws.V, ws.beta, ws.Rm, ws.W, ws.hi, ws.rend, ws.cstart
+    fl = ws.flags
+    fl[FL_DIRTY] = 1
+    fl[FL_GENERIC] += 1
+    fl[FL_MODE] = 0
     mr, n = Th.shape
     rp, cp = ga.rperm, ga.cperm
     scale = 0.0
@@ -752,57 +999,90 @@ def sqr_factor(ga, Th, ws, rtol):
 @njit(cache=True)
 def sqr_solve(ga, ws, b, x):
     """Least-squares solution of ``Theta_q x = b`` from :func:`sqr_factor`."""
-    V, beta, Rm, hi, rend = ws.V, ws.beta, ws.Rm, ws.hi, ws.rend
-    mr = V.shape[1]
+    Rm = ws.Rm
+    mr = ws.V.shape[1]
     n = Rm.shape[0]
-    rp, cp = ga.rperm, ga.cperm
+    rp, cp = _perms(ga, ws)
     y = np.empty(mr)
     for i in range(mr):
         y[i] = b[rp[i]]
-    for k in range(n):
-        vk = V[k]
-        hk = hi[k]
-        s = 0.0
-        for i in range(k, hk + 1):
-            s += vk[i] * y[i]
-        s *= beta[k]
-        if s != 0.0:
-            for i in range(k, hk + 1):
-                y[i] -= s * vk[i]
+    _apply_qt(ga, ws, y)
     xp = np.empty(n)
-    for i in range(n - 1, -1, -1):
-        s = y[i]
-        for j in range(i + 1, rend[i] + 1):
-            s -= Rm[i, j] * xp[j]
-        xp[i] = s / Rm[i, i]
+    _back(ga, ws, y, xp)
     for j in range(n):
         x[cp[j]] = xp[j]
+
+
+@njit(cache=True)
+def sqr_solve_units(ga, ws, r0, X):
+    """``X[:, j]`` = the least-squares solution of ``Theta_q x = e_{r0 + j}`` for every
+    column ``j`` of ``X`` (the projection ``R`` of eq 16: the unit right-hand sides of the
+    degree-of-freedom rows), from :func:`sqr_factor`: the arithmetic of :func:`sqr_solve`
+    column by column, skipping the reflectors that start after the last row that can be
+    non-zero yet or end before the first (their product with the right-hand side is
+    exactly zero, and :func:`sqr_solve` skips it too)."""
+    Rm, hi, V, beta = ws.Rm, ws.hi, ws.V, ws.beta
+    mr = V.shape[1]
+    n = Rm.shape[0]
+    rp, cp = _perms(ga, ws)
+    sym = ws.flags[FL_MODE] == 1
+    vptr, vrows = ga.sq_vptr, ga.sq_vrows
+    y = np.empty(mr)
+    xp = np.empty(n)
+    for j in range(X.shape[1]):
+        target = r0 + j
+        pos = 0
+        for i in range(mr):
+            y[i] = 0.0
+            if rp[i] == target:
+                pos = i
+        y[pos] = 1.0
+        lo = pos
+        up = pos
+        for k in range(n):
+            if k > up:
+                break
+            if hi[k] < lo:
+                continue
+            if sym:
+                hit = _apply_sym(V, beta, vptr, vrows, k, y)
+            else:
+                hit = _apply_gen(V, beta, hi, k, y)
+            if hit:
+                lo = min(lo, k)
+                up = max(up, hi[k])
+        _back(ga, ws, y, xp)
+        for c in range(n):
+            X[cp[c], j] = xp[c]
 
 
 @njit(cache=True)
 def sqr_solve_transpose(ga, ws, c, mu):
     """Minimum-norm solution of ``Theta_q^T mu = c`` (``mu = (Theta_q^+)^T c``) from
     :func:`sqr_factor` (permuted form of :func:`workbench.kernels.linalg.qr_solve_transpose`)."""
-    V, beta, Rm, hi, cstart = ws.V, ws.beta, ws.Rm, ws.hi, ws.cstart
-    mr = V.shape[1]
+    Rm, cstart = ws.Rm, ws.cstart
+    mr = ws.V.shape[1]
     n = Rm.shape[0]
-    rp, cp = ga.rperm, ga.cperm
+    rp, cp = _perms(ga, ws)
     y = np.zeros(mr)
-    for i in range(n):
-        s = c[cp[i]]
-        for j in range(cstart[i], i):
-            s -= Rm[j, i] * y[j]
-        y[i] = s / Rm[i, i]
-    for k in range(n - 1, -1, -1):
-        vk = V[k]
-        hk = hi[k]
-        s = 0.0
-        for i in range(k, hk + 1):
-            s += vk[i] * y[i]
-        s *= beta[k]
-        if s != 0.0:
-            for i in range(k, hk + 1):
-                y[i] -= s * vk[i]
+    if ws.flags[FL_MODE] == 1:
+        # column-oriented forward substitution on the row patterns of R
+        ptr, cols = ga.sq_ptr, ga.sq_cols
+        for i in range(n):
+            y[i] = c[cp[i]]
+        for i in range(n):
+            yi = y[i] / Rm[i, i]
+            y[i] = yi
+            for cc in range(ptr[i] + 1, ptr[i + 1]):
+                j = cols[cc]
+                y[j] -= Rm[i, j] * yi
+    else:
+        for i in range(n):
+            s = c[cp[i]]
+            for j in range(cstart[i], i):
+                s -= Rm[j, i] * y[j]
+            y[i] = s / Rm[i, i]
+    _apply_q(ga, ws, y)
     for i in range(mr):
         mu[rp[i]] = y[i]
 
@@ -855,16 +1135,14 @@ def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
     """Velocity problem (eq 19), particular accelerations (eq 21 with zdd^i = 0) and R
     (eq 16) at the converged position ``q``.  Returns (status, bad)."""
     Th, J, sc = ws.Th, ws.jets, ws.sc
-    N = q.shape[0]
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
     theta_jacobian(ga, p, q, aref, sc, Th)
     bad = sqr_factor(ga, Th, ws, 1e-12)
     if bad >= 0:
         return MR.ST_SINGULAR, bad
-    z = np.zeros(N)
     rhs = np.zeros(m + d)
-    theta_va(ga, ma, p, t, q, z, sc, J)
+    theta_va_rest(ga, ma, p, t, J)
     for k in range(m):
         rhs[k] = -J[k, 1]
     for k in range(d):
@@ -874,13 +1152,41 @@ def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
     for k in range(m + d):
         rhs[k] = -J[k, 2]
     sqr_solve(ga, ws, rhs, qddb)
-    col = np.zeros(N)
-    for j in range(d):
-        rhs[:] = 0.0
-        rhs[m + j] = 1.0
-        sqr_solve(ga, ws, rhs, col)
-        for k in range(N):
-            Rphi[k, j] = col[k]
+    sqr_solve_units(ga, ws, m, Rphi)
+    return MR.OK, -1
+
+
+@njit(cache=True)
+def solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws, with_R, rhs, J):
+    """The velocity and acceleration problems of one Newton iterate of the trapezoidal
+    loop at the converged position ``q``: ``Theta_q qd = [-Phi_t-terms; zd^i]`` (eq 19)
+    and ``Theta_q qdd = [-c; zdd^i = a]`` (eq 21 with the iterate's ``a``: one solve
+    instead of ``qdd_b + R a``), and ``R`` (eq 16, ``d`` more solves) only when
+    ``with_R`` (the iteration matrix); the loop projects with one transpose solve
+    instead (``R^T tau`` = the degree-of-freedom rows of ``Theta_q^+T tau``).  Same
+    systems as :func:`solve_va`, so the same solution up to rounding.  ``rhs`` (m + d) and
+    ``J`` (m + d, 6) are scratch.  Returns (status, bad)."""
+    Th, sc = ws.Th, ws.sc
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    theta_jacobian(ga, p, q, aref, sc, Th)
+    bad = sqr_factor(ga, Th, ws, 1e-12)
+    if bad >= 0:
+        return MR.ST_SINGULAR, bad
+    theta_va_rest(ga, ma, p, t, J)
+    for k in range(m):
+        rhs[k] = -J[k, 1]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    sqr_solve(ga, ws, rhs, qd)
+    theta_va(ga, ma, p, t, q, qd, sc, J)
+    for k in range(m + d):
+        rhs[k] = -J[k, 2]
+    for k in range(d):
+        rhs[m + k] += a[k]
+    sqr_solve(ga, ws, rhs, qdd)
+    if with_R:
+        sqr_solve_units(ga, ws, m, Rphi)
     return MR.OK, -1
 
 
@@ -953,6 +1259,71 @@ def mass_matrix(ga, ma, p, w, deriv, M):
             for c in range(D + 1):
                 for i in range(D):
                     M[s0 + a * D + i, s0 + c * D + i] = Ml[a, c]
+
+
+@njit(cache=True)
+def mass_apply(ga, M, x, out):
+    """``out = M x`` for the block-diagonal mass matrix ``M`` of :func:`mass_matrix` (its
+    ``D + 1`` non-zeros per row)."""
+    D = ga.D
+    nqb = ga.nqb
+    for b in range(ga.nb):
+        s0 = b * nqb
+        for a in range(D + 1):
+            for i in range(D):
+                r = s0 + a * D + i
+                s = 0.0
+                for c in range(D + 1):
+                    col = s0 + c * D + i
+                    s += M[r, col] * x[col]
+                out[r] = s
+
+
+@njit(cache=True)
+def mass_dir_apply(ga, ma, p, dp, x, out):
+    """``out += dM x``: the tangent of the mass matrix along the field direction ``dp``
+    (:func:`mass_matrix` with ``deriv``) applied to ``x``, body block by body block."""
+    D = ga.D
+    nqb = ga.nqb
+    Ml = np.zeros((D + 1, D + 1))
+    for b in range(ga.nb):
+        _mloc(ga, ma, p, dp, b, True, Ml, 0)
+        s0 = b * nqb
+        for a in range(D + 1):
+            for i in range(D):
+                s = 0.0
+                for c in range(D + 1):
+                    s += Ml[a, c] * x[s0 + c * D + i]
+                out[s0 + a * D + i] += s
+
+
+@njit(cache=True)
+def projected_mass(ga, M, Rphi, out):
+    """``out = Rphi^T M Rphi`` for the block-diagonal mass matrix of :func:`mass_matrix`
+    (``M_b = Mloc_b (x) I_D``: row ``s0 + a D + i`` of body ``b`` has its non-zeros in the
+    columns ``s0 + c D + i``, ``c = 0..D``): ``M Rphi`` from those ``D + 1`` entries per row,
+    in the column order of :func:`workbench.kernels.linalg.projected_matrix` (whose other
+    terms are exact zeros), then the same ``Rphi^T (M Rphi)``."""
+    N, d = Rphi.shape
+    D = ga.D
+    nqb = ga.nqb
+    MRp = np.zeros((N, d))
+    for b in range(ga.nb):
+        s0 = b * nqb
+        for a in range(D + 1):
+            for i in range(D):
+                r = s0 + a * D + i
+                for c in range(D + 1):
+                    col = s0 + c * D + i
+                    mrc = M[r, col]
+                    for j in range(d):
+                        MRp[r, j] += mrc * Rphi[col, j]
+    for i in range(d):
+        for j in range(d):
+            s = 0.0
+            for k in range(N):
+                s += Rphi[k, i] * MRp[k, j]
+            out[i, j] = s
 
 
 @njit(cache=True)

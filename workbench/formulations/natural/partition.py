@@ -46,7 +46,7 @@ from numba import njit
 from workbench.errors import OptionError, SingularConfigurationError
 from workbench.formulations.interface import POS_MAXIT, POS_TOL
 from workbench.formulations.natural import kernels as G
-from workbench.formulations.natural.build import global_model
+from workbench.formulations.natural.build import global_model, no_symbolic
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.status import raise_for_status
 
@@ -333,7 +333,8 @@ def selection_base(cm):
             sf_op=np.array(sf_op, dtype=np.int64).reshape(-1, 4),
             sf_K=np.concatenate([ga.sf_K, np.zeros(nq)]),
             sf_fK=np.concatenate([ga.sf_fK, np.full(nq, -1, dtype=np.int64)]),
-            sf_tf=np.concatenate([ga.sf_tf, np.full(nq, -1, dtype=np.int64)]))
+            sf_tf=np.concatenate([ga.sf_tf, np.full(nq, -1, dtype=np.int64)]),
+            **no_symbolic())
         store["base"] = (base, nsf0, span)
     return store["base"][:2]
 

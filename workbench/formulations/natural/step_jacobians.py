@@ -83,7 +83,8 @@ def _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q):
         return st
     qdd[:] = qddb + R @ a
     G.generalized_forces(ga, ma, p, t, q, qd, aref, ws.sc, Q)
-    tau[:] = M @ qdd - Q
+    G.mass_apply(ga, M, qdd, tau)
+    tau -= Q
     return MR.OK
 
 
@@ -108,12 +109,11 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     tau = np.zeros(N)
     Q = np.zeros(N)
     M = np.zeros((N, N))
-    dM = np.zeros((N, N))
     G.mass_matrix(ga, ma, p, p, False, M)
     st = _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q)
     if st != MR.OK:
         return st
-    Mbar[:, :] = R.T @ (M @ R)
+    G.projected_mass(ga, M, R, Mbar)
     zero = np.zeros(N)
     zp = np.zeros(nfield)
     dmv = np.zeros(nm)
@@ -129,6 +129,7 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     rhs = np.zeros(m + d)
     dQ = np.zeros(N)
     dTm = np.zeros(N)
+    dtm = np.zeros(N)
     Vs = np.zeros((12, 3))
     ncol = 2 * d + npar
     nop = ga.op_ptr.shape[0] - 1
@@ -188,10 +189,9 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if col >= ncol:
             continue
         # residual: dr_j = R_j . d(M qdd) - d(Q . R_j) - (dTheta_q R_j) . mu  (eqs 53-57)
-        dtm = M @ dqdd
+        G.mass_apply(ga, M, dqdd, dtm)
         if has_p:
-            G.mass_matrix(ga, ma, p, dp, True, dM)
-            dtm += dM @ qdd
+            G.mass_dir_apply(ga, ma, p, dp, qdd, dtm)
         G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
         G.theta_grad_t(ga, p, q, dq, dp, mu, Vs, dTm)
         for k in range(N):
