@@ -1133,27 +1133,12 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
 @njit(cache=True)
 def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
     """Velocity problem (eq 19), particular accelerations (eq 21 with zdd^i = 0) and R
-    (eq 16) at the converged position ``q``.  Returns (status, bad)."""
-    Th, J, sc = ws.Th, ws.jets, ws.sc
+    (eq 16) at the converged position ``q``: :func:`solve_va_step` with ``a = 0`` and
+    ``R``.  Returns (status, bad)."""
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
-    theta_jacobian(ga, p, q, aref, sc, Th)
-    bad = sqr_factor(ga, Th, ws, 1e-12)
-    if bad >= 0:
-        return MR.ST_SINGULAR, bad
-    rhs = np.zeros(m + d)
-    theta_va_rest(ga, ma, p, t, J)
-    for k in range(m):
-        rhs[k] = -J[k, 1]
-    for k in range(d):
-        rhs[m + k] = zdi[k]
-    sqr_solve(ga, ws, rhs, qd)
-    theta_va(ga, ma, p, t, q, qd, sc, J)
-    for k in range(m + d):
-        rhs[k] = -J[k, 2]
-    sqr_solve(ga, ws, rhs, qddb)
-    sqr_solve_units(ga, ws, m, Rphi)
-    return MR.OK, -1
+    return solve_va_step(ga, ma, p, t, zdi, np.zeros(d), q, qd, qddb, Rphi, aref, ws, True,
+                         np.zeros(m + d), ws.jets)
 
 
 @njit(cache=True)
