@@ -87,12 +87,14 @@ def _rcr_rk4():
 #: next group when it finishes one).  The semi-recursive group is the longest; the global
 #: one shares almost no kernel with it, so the two start together; the vehicles come last,
 #: when the semi-recursive simulation and step-Jacobian kernels (which the tires' runs
-#: reuse) are in the cache rather than being compiled a second time beside them.  (A
-#: cold-cache CI run on 2 cores, 2026-11-26: semi-recursive 638 s, global 221 s,
-#: multipliers + penalty + rcr 733 s, vehicles 24 s; the last group is split since.)
-GROUPS = (("semi-recursive", _sr), ("global", _global),
-          ("multipliers, penalty", _multipliers_penalty), ("rcr, RK4", _rcr_rk4),
-          ("vehicles", _vehicle))
+#: reuse) are in the cache rather than being compiled a second time beside them.
+#: Cold-cache CI runs on 2 cores, 2026-11-26: semi-recursive 638 s, global 221 s,
+#: multipliers + penalty + rcr 733 s, vehicles 24 s (loaded machine); then, with that group
+#: split: semi-recursive 361 s, global 164 s, multipliers + penalty 191 s, rcr + RK4 293 s,
+#: vehicles 11 s, 655 s in all (the second worker took rcr after the semi-recursive group);
+#: rcr now follows the global group on the second worker.
+GROUPS = (("semi-recursive", _sr), ("global", _global), ("rcr, RK4", _rcr_rk4),
+          ("multipliers, penalty", _multipliers_penalty), ("vehicles", _vehicle))
 
 
 @dataclass
