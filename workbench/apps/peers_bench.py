@@ -57,6 +57,7 @@ from workbench import GROUND, Model
 from workbench import __version__ as _wb_version
 from workbench import objectives, sensitivity, simulate
 from workbench.apps.bench import closed_chain
+from workbench.apps.site import cpu_name
 
 NOT_INSTALLED = "not installed (pip install workbench[peers])"
 #: XLA flags for one core, set before jax is imported
@@ -643,14 +644,7 @@ def _line(r: PeerRow) -> str:
 
 
 def _machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     vers = {"workbench": _wb_version, "python": platform.python_version(),
             "numpy": np.__version__}
     for name, mod in (("numba", "numba"), ("jax", "jax"), ("pin", "pinocchio"),

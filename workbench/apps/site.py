@@ -139,16 +139,22 @@ def commit() -> tuple[str, str]:
     return head, ("with uncommitted changes to the code" if dirty else "")
 
 
-def machine() -> str:
-    """Operating system, processor and Python of this machine (no host name)."""
-    cpu = platform.processor() or platform.machine()
+def cpu_name(fallback: str = "") -> str:
+    """The processor's model name (``/proc/cpuinfo``), else ``platform.processor()``, else
+    ``fallback``."""
+    cpu = platform.processor() or fallback
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return cpu
+
+
+def machine() -> str:
+    """Operating system, processor and Python of this machine (no host name)."""
+    cpu = cpu_name(platform.machine())
     return (f"{platform.system()} {platform.release()} ({platform.machine()}), {cpu}, "
             f"{os.cpu_count()} logical CPUs, Python {platform.python_version()}, "
             f"workbench {__version__}")
