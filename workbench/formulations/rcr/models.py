@@ -47,20 +47,53 @@ def _rz(a):
 
 def five_bar(q0=FIVE_BAR_Q0, gravity=9.81) -> Model:
     """The reconstructed seed-004 five-bar (planar; coordinates q1 .. q5, dof q1, q4)."""
-    m = Model("rcr-five-bar", gravity=(0.0, -gravity, 0.0), planar=True,
-              provenance="seed 004 §5 planar five-bar, RECONSTRUCTION "
+    return _five_bar(q0, gravity, fictitious=False)
+
+
+def five_bar_gcl(q0=FIVE_BAR_Q0, gravity=9.81) -> Model:
+    """The same five-bar re-topologised for GCL (seed 004 §5; our construction of its
+    Fig. 8.a, which is missing from the text): a **fictitious** planar joint
+    ``F = (Fx, Fy, Fr)`` (two slides and a turn, through two massless bodies) carries a
+    massless body ``X`` from the tip of rod 3; ``X`` is welded to rod 4 (cut ``"fict"``, 3
+    equations) and the phantom slides (``q5``) out of ``X`` instead of rod 4.  ``X`` moves
+    as rod 4 and ``F`` adds 3 coordinates and 3 equations, so the motion is the five-bar's.
+
+    Two coupled loops on **different bases** (seed 004 eqs 103-111): ``"fict"`` (rod 3 -q4-
+    rod 4 = X -F- rod 3, base rod 3) and ``"weld"`` (ground -q1 q2 q3- rod 3 -F- X -q5-
+    phantom = ground, base ground), sharing the fictitious frames.  With the degrees of
+    freedom (q1, q4) the dependents are ``F`` in ``"fict"`` (after q4) and the seed's
+    (q2, q3, q5) in ``"weld"`` (after q1, around the shared ``F``): the singular pair
+    (q4, q5) of the plain loop is split between the two loops."""
+    return _five_bar(q0, gravity, fictitious=True)
+
+
+def _five_bar(q0, gravity, fictitious):
+    what = "with a fictitious joint (GCL), " if fictitious else ""
+    m = Model("rcr-five-bar-gcl" if fictitious else "rcr-five-bar",
+              gravity=(0.0, -gravity, 0.0), planar=True,
+              provenance=f"seed 004 §5 planar five-bar {what}RECONSTRUCTION "
                          "(workbench/formulations/rcr/models.py)")
     I = 1.0 / 12.0
     for i in range(1, 5):
         m.body(f"rod{i}", mass=1.0, com=(0.5, 0.0, 0.0), inertia=(0.0, 0.0, I),
                points={"tip": (1.0, 0.0, 0.0)})
     m.body("phantom", mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0))
+    if fictitious:
+        for b in ("fx1", "fx2", "X"):
+            m.body(b, mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0),
+                   points={"tip": (1.0, 0.0, 0.0)})
     m.revolute("q1", GROUND, "rod1", axis=(0, 0, 1), q0=q0[0])
     m.revolute("q2", "rod1", "rod2", parent_point="tip", axis=(0, 0, 1), q0=q0[1])
     m.revolute("q3", "rod2", "rod3", parent_point="tip", axis=(0, 0, 1), q0=q0[2],
                orientation=_rz(ROD3_MOUNT))
     m.prismatic("q4", "rod3", "rod4", parent_point="tip", axis=(1, 0, 0), q0=q0[3])
-    m.prismatic("q5", "rod4", "phantom", parent_point="tip", axis=(1, 0, 0), q0=q0[4])
+    if fictitious:
+        m.prismatic("Fx", "rod3", "fx1", parent_point="tip", axis=(1, 0, 0), q0=q0[3])
+        m.prismatic("Fy", "fx1", "fx2", axis=(0, 1, 0), q0=0.0)
+        m.revolute("Fr", "fx2", "X", axis=(0, 0, 1), q0=0.0)
+        m.cut("fict", "fixed", "X", "rod4", axis1=(1.0, 0.0, 0.0), axis2=(1.0, 0.0, 0.0))
+    m.prismatic("q5", "X" if fictitious else "rod4", "phantom", parent_point="tip",
+                axis=(1, 0, 0), q0=q0[4])
     # the phantom's place and direction at the release configuration: the weld
     a = np.cumsum([q0[0], q0[1], q0[2] + ROD3_MOUNT])
     x = np.zeros(2)
@@ -72,3 +105,4 @@ def five_bar(q0=FIVE_BAR_Q0, gravity=9.81) -> Model:
           point2=(float(x[0]), float(x[1]), 0.0), axis1=(1.0, 0.0, 0.0), axis2=d)
     m.dof("q1", "q4")
     return m
+

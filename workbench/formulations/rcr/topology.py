@@ -287,8 +287,34 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         for d in dependents:
             dep.add(cm.coordinate(d) if isinstance(d, str) else int(d))
         taken = {}
-        for i, lo in enumerate(loops):
-            own = [c for c, _, _ in lo["coords"] if c in dep and c not in taken]
+
+        def avail(lo):
+            return [c for c, _, _ in lo["coords"] if c in dep and c not in taken]
+
+        pending = list(range(len(loops)))
+        while pending:
+            # coupled loops (GCL) share given coordinates: a loop whose available ones are
+            # exactly its rank takes them first; a loop with more takes, from the end of
+            # its list, those whose columns pass the pivot test and leaves the rest to the
+            # loops after it
+            forced = [i for i in pending if len(avail(loops[i])) == loops[i]["rank"]]
+            i = forced[0] if forced else pending[0]
+            pending.remove(i)
+            lo = loops[i]
+            own = avail(lo)
+            if len(own) > lo["rank"]:
+                basis, keep = [], []
+                for c in reversed(own):
+                    if len(keep) == lo["rank"]:
+                        break
+                    a = Jc[lo["rows"], c].copy()
+                    aa = float(a @ a)
+                    for q in basis:
+                        a -= (q @ a) * q
+                    if aa > 0.0 and float(a @ a) > pivot_tol * aa:
+                        basis.append(a / np.linalg.norm(a))
+                        keep.append(c)
+                own = [c for c in own if c in set(keep)]
             if len(own) != lo["rank"]:
                 raise OptionError(
                     f"rcr: model {cm.name!r}: the loop closed by {rowname(lo['rows'][0])!r} "
@@ -328,13 +354,18 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     glist = []
     for key in sorted(members, key=lambda k: min(members[k])):
         mem = members[key]
+        # the group's base: the loop base that is an ancestor of (or equal to) every other
+        # (coupled loops on different bases, seed 004 eqs 103-111: every frame of the
+        # group is then reached from it through frames of the group)
         bases = {loops[i]["base"] for i in mem}
-        if len(bases) != 1:
+        top = [b for b in bases
+               if all(b == -1 or b in _ancestors(parent, o) for o in bases)]
+        if not top:
             raise OptionError(
                 f"rcr: model {cm.name!r}: coupled loops "
-                f"{[rowname(loops[i]['rows'][0]) for i in mem]} share coordinates but have "
-                "different bases (general coupled loops, seed 004 eqs 103-111, are not "
-                "implemented)")
+                f"{[rowname(loops[i]['rows'][0]) for i in mem]} share coordinates but none "
+                "of their bases is an ancestor of the others")
+        gbase = top[0]
         # elimination order: a loop after the loops whose dependents it uses (Kahn)
         need = {i: {depof[c] for c, _, _ in loops[i]["coords"]
                     if c in depof and depof[c] != i} for i in mem}
@@ -354,7 +385,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                 f"rcr: model {cm.name!r}: the dependents of the coupled loops "
                 f"{[rowname(loops[i]['rows'][0]) for i in mem]} cannot be eliminated loop "
                 "after loop (each uses another's dependents); choose other dependents")
-        glist.append((bases.pop(), ordered))
+        glist.append((gbase, ordered))
     # -- chains, lumped frames, outboard independents ------------------------------------
     fr_role = np.zeros(nf, dtype=np.int64)
     coord_xi = -np.ones(n, dtype=np.int64)
@@ -368,7 +399,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         for i in ordered:
             for c, _, _ in loops[i]["coords"]:
                 coord_loops.setdefault(c, set()).add(i)
-        first = loops[ordered[0]]
+        first = next(loops[i] for i in ordered if loops[i]["base"] == base)
         children = {}
         for h in frames:
             children.setdefault(int(parent[h]), []).append(h)
