@@ -834,9 +834,11 @@ def _add_bench(sub):
                    help="peers: short horizons, chain n = 5 only, at most 2 runs (a smoke "
                         "run, not the table)")
     p.add_argument("--families", default=None, metavar="F[,F]",
-                   help="scaling: n-four-bar, closed-chain (default both)")
+                   help="scaling: n-four-bar, closed-chain, ladder, ladder-ground (default "
+                        "all)")
     p.add_argument("--sizes", default=None, metavar="S[,S...]",
-                   help="scaling: loop counts N / link counts (default 10,30,100,300,1000)")
+                   help="scaling: loop counts N / link counts / ladder cells (default "
+                        "10,30,100,300,1000; ladders 3,10,30,100,300 and 3,10,30,100)")
     p.add_argument("--t-end", type=float, default=5.0, help="five-bar end time (default 5)")
     p.add_argument("--chain-t-end", type=float, default=2.0,
                    help="closed-chain end time (default 2)")

@@ -309,7 +309,10 @@ def loop_family(family: str, size: int):
     catalog's IFToMM A02 model with ``N = size`` loops, 2N + 1 coordinates, one degree of
     freedom) or ``"closed-chain"`` (:func:`workbench.apps.bench.closed_chain` with ``size``
     links: a planar chain closed once by a distance to the ground, ``size - 1`` degrees of
-    freedom)."""
+    freedom), ``"ladder"`` (:func:`workbench.formulations.rcr.models.ladder` with ``size``
+    cells, each a loop based on the rung below: nested loops, ``3 size`` coordinates,
+    ``size`` degrees of freedom) or ``"ladder-ground"`` (the same bodies with the tree
+    through the ground: every loop coupled to all those below it)."""
     if family == "n-four-bar":
         from workbench.model import catalog
 
@@ -324,6 +327,14 @@ def loop_family(family: str, size: int):
         zi = np.array([z[cm.coordinate(nm)] for nm in cm.dof_names])
         rng = np.random.default_rng(size)
         return cm, zi, rng.standard_normal(d) / np.sqrt(size)
+    if family in ("ladder", "ladder-ground"):
+        from workbench.formulations.rcr.models import ladder
+
+        cm = ladder(size, tree="rung" if family == "ladder" else "ground").compile()
+        z = np.asarray(cm.z_guess, dtype=float)
+        zi = np.array([z[cm.coordinate(nm)] for nm in cm.dof_names])
+        rng = np.random.default_rng(size)
+        return cm, zi, rng.standard_normal(size) / np.sqrt(size)
     raise ValueError(f"unknown loop family {family!r}")
 
 
@@ -348,7 +359,7 @@ def measure_loops(family="n-four-bar", sizes=LOOP_SIZES, budget: float = 0.15,
         if ev.status != 0:
             raise RuntimeError(f"{family} {size}: no consistent state (status {ev.status})")
         z, zd = ev.z, ev.zd
-        solver = LoopSolver(cm, z0=z)
+        solver = LoopSolver(cm, [c for c in cm.coord_names if c not in cm.dof_names], z0=z)
         if [cm.coord_names[c] for c in solver.independent] != list(cm.dof_names):
             raise RuntimeError(f"{family} {size}: the RCR independents are not the model's "
                                "degrees of freedom; the whole evaluations would differ")
@@ -445,7 +456,12 @@ def crossover(rows, a="rcr", b="matrix_r", xkey="n"):
 
 
 #: the families of :func:`bench_scaling` and their default sizes
-FAMILIES = {"n-four-bar": LOOP_SIZES, "closed-chain": CHAIN_SIZES}
+#: ladders: cells (3 coordinates, 2 closure equations and 1 degree of freedom each);
+#: with the tree through the ground every loop is coupled to those below it (O(N^3))
+LADDER_SIZES = (3, 10, 30, 100, 300)
+LADDER_GROUND_SIZES = (3, 10, 30, 100)
+FAMILIES = {"n-four-bar": LOOP_SIZES, "closed-chain": CHAIN_SIZES, "ladder": LADDER_SIZES,
+            "ladder-ground": LADDER_GROUND_SIZES}
 
 
 def bench_scaling(families=tuple(FAMILIES), sizes=None, out=None, echo=print,

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from workbench.errors import OptionError
 from workbench.model.builder import Model
 from workbench.model.elements import GROUND
 
@@ -106,3 +107,63 @@ def _five_bar(q0, gravity, fictitious):
     m.dof("q1", "q4")
     return m
 
+
+
+def ladder(cells: int, height: float = 0.3, width: float = 0.4, tree: str = "rung") -> Model:
+    """A planar **ladder** of ``cells`` four-bar cells (a lattice tower; a benchmark model of
+    the scaling study, not a physical reference): left rails ``L1 .. LN`` and right rails
+    ``R1 .. RN`` of length ``height``, rungs ``rung1 .. rungN`` of length ``width``,
+    revolute joints at every corner, a spring-damper on every left-rail joint (rest angle
+    0.1 rad off the released, rectangular configuration: the tower sways), gravity -y.
+    ``3 N`` coordinates, ``2 N`` closure equations, ``N`` degrees of freedom (the left-rail
+    angles ``l1 .. lN``).
+
+    ``tree="rung"`` (default): the spanning tree makes every cell a loop **based on the rung
+    below it**: ``L(k+1)``
+    hangs from the left end of ``rung(k)`` (not from ``L(k)``: the same pin), ``rung(k)``
+    from the top of ``L(k)``, ``R(k)`` from the right end of ``rung(k)``, and the cut joins
+    the foot of ``R(k)`` to the right end of ``rung(k-1)`` (the ground for the first cell).
+    The loops then share no frame: each is a group nested in the one below (seed 004's
+    re-topologising of coupled loops, eqs 103-111, done by the choice of tree), with the
+    trailing dependents (rung, right rail) and the chain ``l(k)``.
+
+    ``tree="ground"``: the same mechanism with the tree of two rails standing on the ground
+    (``L(k+1)`` on ``L(k)``, ``R(k+1)`` on ``R(k)``, ``rung(k)`` on ``L(k)``, cut at the
+    right end of the rung): every cell's loop runs through the ground and is coupled to all
+    the loops below it (one group, every left-rail angle an outboard independent)."""
+    if tree not in ("rung", "ground"):
+        raise OptionError(f"ladder: tree {tree!r} is not 'rung' or 'ground'")
+    m = Model(f"ladder-{cells}" + ("-ground" if tree == "ground" else ""), gravity=(0.0, -9.81, 0.0), planar=True,
+              provenance="benchmark model of the RCR scaling study "
+                         "(workbench/formulations/rcr/models.py)")
+    half = math.pi / 2
+    for k in range(1, cells + 1):
+        for b, length in ((f"L{k}", height), (f"rung{k}", width), (f"R{k}", height)):
+            m.body(b, mass=length, com=(0.5 * length, 0.0, 0.0),
+                   inertia=(0.0, 0.0, length ** 3 / 12.0), points={"tip": (length, 0.0, 0.0)})
+        if k == 1:
+            m.revolute("l1", GROUND, "L1", axis=(0, 0, 1), q0=half)
+        elif tree == "rung":
+            m.revolute(f"l{k}", f"rung{k - 1}", f"L{k}", axis=(0, 0, 1), q0=half)
+        else:
+            m.revolute(f"l{k}", f"L{k - 1}", f"L{k}", parent_point="tip", axis=(0, 0, 1),
+                       q0=0.0)
+        m.joint_spring(f"s{k}", f"l{k}", k=40.0, c=0.5,
+                       q0=(half if k == 1 or tree == "rung" else 0.0) - 0.1)
+        m.revolute(f"u{k}", f"L{k}", f"rung{k}", parent_point="tip", axis=(0, 0, 1), q0=-half)
+        if tree == "rung":
+            m.revolute(f"r{k}", f"rung{k}", f"R{k}", parent_point="tip", axis=(0, 0, 1),
+                       q0=-half)
+            m.cut(f"c{k}", "revolute", f"R{k}", GROUND if k == 1 else f"rung{k - 1}",
+                  point1=(height, 0.0, 0.0), point2=(width, 0.0, 0.0))
+        else:
+            if k == 1:
+                m.revolute("r1", GROUND, "R1", parent_point=(width, 0.0, 0.0),
+                           axis=(0, 0, 1), q0=half)
+            else:
+                m.revolute(f"r{k}", f"R{k - 1}", f"R{k}", parent_point="tip",
+                           axis=(0, 0, 1), q0=0.0)
+            m.cut(f"c{k}", "revolute", f"rung{k}", f"R{k}", point1=(width, 0.0, 0.0),
+                  point2=(height, 0.0, 0.0))
+    m.dof(*[f"l{k}" for k in range(1, cells + 1)])
+    return m

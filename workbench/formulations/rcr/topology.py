@@ -494,23 +494,27 @@ def describe(cm, ls):
 def loop_paths(cm, ls):
     """Per loop of ``ls`` (in its order), the frames whose positions its closure rows depend
     on: the path ``base -> F_A`` then the path ``base -> F_B`` (each outwards, base
-    excluded): ``(ptr, frames)`` in CSR form, for the local position updates of the
-    position problem (:func:`workbench.formulations.rcr.closure.solve_positions`)."""
+    excluded), with the loop's own base (the nearest common ancestor of ``F_A`` and ``F_B``;
+    below its group's base for a loop coupled on a different base): ``(ptr, frames)`` in CSR
+    form, for the local position updates of the position problem
+    (:func:`workbench.formulations.rcr.closure.solve_positions`).  A closure row depends on
+    the relative pose of ``F_A`` and ``F_B`` only, so the frames above the loop's base need
+    not be updated while its dependents move."""
     ma = cm.arrays
     parent = np.asarray(ma.fr_parent)
     ptr = [0]
     frames = []
     nl = ls.l_fa.shape[0]
-    base_of = np.empty(nl, dtype=np.int64)
-    for g in range(ls.g_base.shape[0]):
-        base_of[ls.g_loop_ptr[g]:ls.g_loop_ptr[g + 1]] = ls.g_base[g]
     for lo in range(nl):
         fa = int(ls.l_fa[lo])
         fr = set()
         for k in ls.l_row[ls.l_row_ptr[lo]:ls.l_row_ptr[lo + 1]]:
             fr |= set(_entity_frames(ma, int(k)))
         (fb,) = fr - {fa}
-        base = int(base_of[lo])
+        anc = set(_ancestors(parent, fa))
+        base = fb
+        while base not in anc:
+            base = int(parent[base])
         frames += _path(parent, base, fa) + _path(parent, base, fb)
         ptr.append(len(frames))
     return np.asarray(ptr, dtype=np.int64), np.asarray(frames, dtype=np.int64)
