@@ -209,3 +209,14 @@ def test_bench_scaling_times_both_ladder_trees(tmp_path, capsys):
         ("ladder-ground", 12, 8, 4)]
     assert all(float(r["rel_diff"]) < 1e-12 and float(r["rel_diff_full"]) < 1e-10
                for r in rows)
+
+
+def test_five_bar_gcl_stops_with_a_typed_error_at_its_singular_configuration():
+    # past 1.5 s the five-bar reaches a configuration where the closures are singular for
+    # the dependents (q2, q3, q5); the run stops with a SimulationError naming the time
+    # (a regression: the merged-step branch raised an UnboundLocalError)
+    from workbench.errors import SimulationError
+
+    with pytest.raises(SimulationError) as info:
+        wb.simulate(five_bar_gcl(), 2.0, 1e-3, formulation="rcr")
+    assert info.value.time is not None and 0.7 < info.value.time < 2.0

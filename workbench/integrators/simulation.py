@@ -760,8 +760,8 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
             solver.pivot_tol, POS_TOL, POS_MAXIT, newton_tol, newton_maxit,
             bool(opts.get("newton", True)), bool(opts.get("merge", True)), T, Z, ZD, ZDD, A,
             iters, steps, stats)
+        from workbench.errors import NewtonConvergenceError
         if st in (TR.ST_ITERATION, TR.ST_MATRIX):
-            from workbench.errors import NewtonConvergenceError
             piv, coord = solver.min_pivot
             if st == TR.ST_MATRIX:
                 why = "its difference-quotient iteration matrix is singular"
