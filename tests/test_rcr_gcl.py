@@ -220,3 +220,17 @@ def test_five_bar_gcl_stops_with_a_typed_error_at_its_singular_configuration():
     with pytest.raises(SimulationError) as info:
         wb.simulate(five_bar_gcl(), 2.0, 1e-3, formulation="rcr")
     assert info.value.time is not None and 0.7 < info.value.time < 2.0
+
+
+@pytest.mark.parametrize("name, build", [("rcr-five-bar", five_bar),
+                                         ("rcr-five-bar-gcl", five_bar_gcl)])
+def test_the_catalog_five_bars_are_the_models_of_the_rcr_study(name, build):
+    # the shipped files are written from workbench/formulations/rcr/models.py: same arrays
+    from workbench.model import catalog
+
+    a = catalog.load(name).compile()
+    b = build().compile()
+    assert a.coord_names == b.coord_names and a.dof_names == b.dof_names
+    assert np.array_equal(a.arrays.p, b.arrays.p)
+    assert np.array_equal(np.asarray(a.z_guess), np.asarray(b.z_guess))
+    assert catalog.describe(name)["reconstruction"] is True

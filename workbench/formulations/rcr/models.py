@@ -77,24 +77,38 @@ def _five_bar(q0, gravity, fictitious):
     I = 1.0 / 12.0
     for i in range(1, 5):
         m.body(f"rod{i}", mass=1.0, com=(0.5, 0.0, 0.0), inertia=(0.0, 0.0, I),
-               points={"tip": (1.0, 0.0, 0.0)})
-    m.body("phantom", mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0))
+               points={"tip": (1.0, 0.0, 0.0)},
+               provenance="seed 004 §6: thin rod of unit length (m) and mass (kg); centre of "
+                          "mass at mid-length and Izz = m L^2 / 12 derived (thin rod)")
+    m.body("phantom", mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0),
+           provenance="seed 004 §3: the massless phantom body of the opened loop")
     if fictitious:
         for b in ("fx1", "fx2", "X"):
             m.body(b, mass=0.0, com=(0.0, 0.0, 0.0), inertia=(0.0, 0.0, 0.0),
-                   points={"tip": (1.0, 0.0, 0.0)})
-    m.revolute("q1", GROUND, "rod1", axis=(0, 0, 1), q0=q0[0])
-    m.revolute("q2", "rod1", "rod2", parent_point="tip", axis=(0, 0, 1), q0=q0[1])
+                   points={"tip": (1.0, 0.0, 0.0)},
+                   provenance="seed 004 §5: massless body of the fictitious joint (GCL); our "
+                              "construction of the missing Fig. 8.a")
+    seed = "seed 004 §6: joint type and release value; "
+    recon = "placement RECONSTRUCTION (the seed's Fig. 6 is missing; models.py)"
+    m.revolute("q1", GROUND, "rod1", axis=(0, 0, 1), q0=q0[0], provenance=seed + recon)
+    m.revolute("q2", "rod1", "rod2", parent_point="tip", axis=(0, 0, 1), q0=q0[1],
+               provenance=seed + recon)
     m.revolute("q3", "rod2", "rod3", parent_point="tip", axis=(0, 0, 1), q0=q0[2],
-               orientation=_rz(ROD3_MOUNT))
-    m.prismatic("q4", "rod3", "rod4", parent_point="tip", axis=(1, 0, 0), q0=q0[3])
+               orientation=_rz(ROD3_MOUNT),
+               provenance=seed + recon + "; rod 3 mounted at +pi/3 (ours)")
+    m.prismatic("q4", "rod3", "rod4", parent_point="tip", axis=(1, 0, 0), q0=q0[3],
+                provenance=seed + "telescoping along rod 3 (" + recon + ")")
     if fictitious:
-        m.prismatic("Fx", "rod3", "fx1", parent_point="tip", axis=(1, 0, 0), q0=q0[3])
-        m.prismatic("Fy", "fx1", "fx2", axis=(0, 1, 0), q0=0.0)
-        m.revolute("Fr", "fx2", "X", axis=(0, 0, 1), q0=0.0)
-        m.cut("fict", "fixed", "X", "rod4", axis1=(1.0, 0.0, 0.0), axis2=(1.0, 0.0, 0.0))
+        fict = "fictitious joint of GCL (seed 004 §5), our construction"
+        m.prismatic("Fx", "rod3", "fx1", parent_point="tip", axis=(1, 0, 0), q0=q0[3],
+                    provenance=fict)
+        m.prismatic("Fy", "fx1", "fx2", axis=(0, 1, 0), q0=0.0, provenance=fict)
+        m.revolute("Fr", "fx2", "X", axis=(0, 0, 1), q0=0.0, provenance=fict)
+        m.cut("fict", "fixed", "X", "rod4", axis1=(1.0, 0.0, 0.0), axis2=(1.0, 0.0, 0.0),
+              provenance=fict + ": X welded to rod 4")
     m.prismatic("q5", "X" if fictitious else "rod4", "phantom", parent_point="tip",
-                axis=(1, 0, 0), q0=q0[4])
+                axis=(1, 0, 0), q0=q0[4], provenance=seed + "telescoping along rod 4 (" + recon
+                + ")")
     # the phantom's place and direction at the release configuration: the weld
     a = np.cumsum([q0[0], q0[1], q0[2] + ROD3_MOUNT])
     x = np.zeros(2)
@@ -103,7 +117,9 @@ def _five_bar(q0, gravity, fictitious):
             [math.cos(a[k]), math.sin(a[k])])
     d = (math.cos(a[2]), math.sin(a[2]), 0.0)
     m.cut("weld", "fixed", "phantom", GROUND, point1=(0.0, 0.0, 0.0),
-          point2=(float(x[0]), float(x[1]), 0.0), axis1=(1.0, 0.0, 0.0), axis2=d)
+          point2=(float(x[0]), float(x[1]), 0.0), axis1=(1.0, 0.0, 0.0), axis2=d,
+          provenance="seed 004 §3: the phantom closes the loop at the base; its place is the "
+                     "release configuration's (derived)")
     m.dof("q1", "q4")
     return m
 
