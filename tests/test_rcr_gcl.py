@@ -127,7 +127,7 @@ def test_five_bar_gcl_splits_the_singular_pair_over_two_loops_on_different_bases
     # loop "fict" (base rod 3) owns the fictitious joint, loop "weld" (base ground) the
     # seed's ACS set; q1 is the chain, q4 the fictitious loop's independent
     assert g["base"] == -1 and g["chain"] == ["q1"] and g["outboard"] == ["q4"]
-    assert g["dependents"] == [["Fx", "Fy", "Fr"], ["q2", "q3", "q5"]]
+    assert g["dependents"] == [["Fr", "Fy", "Fx"], ["q2", "q3", "q5"]]
     ptr, fr = loop_paths(cm, solver.structure)
     rod3 = cm.arrays.b_frame[cm.body_names.index("rod3")]
     fict = set(fr[ptr[0]:ptr[1]].tolist())

@@ -104,7 +104,7 @@ def _five_bar(q0, gravity, fictitious):
                     provenance=fict)
         m.prismatic("Fy", "fx1", "fx2", axis=(0, 1, 0), q0=0.0, provenance=fict)
         m.revolute("Fr", "fx2", "X", axis=(0, 0, 1), q0=0.0, provenance=fict)
-        m.cut("fict", "fixed", "X", "rod4", axis1=(1.0, 0.0, 0.0), axis2=(1.0, 0.0, 0.0),
+        m.cut("fict", "fixed", "rod4", "X", axis1=(1.0, 0.0, 0.0), axis2=(1.0, 0.0, 0.0),
               provenance=fict + ": X welded to rod 4")
     m.prismatic("q5", "X" if fictitious else "rod4", "phantom", parent_point="tip",
                 axis=(1, 0, 0), q0=q0[4], provenance=seed + "telescoping along rod 4 (" + recon
