@@ -149,14 +149,20 @@ def row_value(ma, p, A, r, k):
 
 
 @njit(cache=True)
-def _update_ancestors(ma, p, z, f, A, r, u, bcol):
-    """Positions of ``f`` and its ancestors, root first (the base of a nested group may sit
-    below frames whose coordinates an earlier group has just solved)."""
+def _update_ancestors(ma, p, z, f, A, r, u, bcol, fb_ptr):
+    """Positions of ``f`` and of its ancestors below the nearest strict ancestor that is
+    the base of a group (or the root), root side first: the base of a nested group may sit
+    below frames whose coordinates an earlier group has just solved.  Groups are solved
+    with their bases parents first, so that ancestor's position is current (its group's
+    dependents lie below it, and every group with dependents above it has its base above
+    it); walking to it, not to the root, keeps a chain of nested groups (a ladder) O(n)."""
     depth = 0
     g = f
     while g >= 0:
         depth += 1
         g = ma.fr_parent[g]
+        if g >= 0 and fb_ptr[g + 2] > fb_ptr[g + 1]:
+            break
     chain = np.empty(depth, dtype=np.int64)
     g = f
     for i in range(depth - 1, -1, -1):
@@ -198,7 +204,7 @@ def solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, tol, maxit, min_it=0):
         g = ls.fb_grp[q]
         base = ls.g_base[g]
         if base >= 0:
-            _update_ancestors(ma, p, z, base, A, r, u, bcol)
+            _update_ancestors(ma, p, z, base, A, r, u, bcol, ls.fb_ptr)
         for lo in range(ls.g_loop_ptr[g], ls.g_loop_ptr[g + 1]):
             r0 = ls.l_row_ptr[lo]
             nr = ls.l_row_ptr[lo + 1] - r0
