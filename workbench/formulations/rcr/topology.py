@@ -15,14 +15,18 @@
   ``"reverse"``: the same, with a loop whose trailing set is singular at the given
   configuration walked the other way (sides A and B swapped), the loop-reversal fallback
   of GCL.  Given
-  ``dependents`` (names or indices), loop ``i`` (in the order of its first row) takes those
-  of its coordinates not taken by an earlier loop; there must be exactly ``m_i`` (ACS).
+  ``dependents`` (names or indices), each loop takes those of its coordinates not taken by
+  another loop; there must be exactly ``m_i`` (ACS).  Loops coupled through given
+  coordinates (GCL) share them out: a loop left with exactly ``m_i`` takes them first, a
+  loop with more takes, from the end of its list, those passing the pivot test.
   ``"auto"``: greedily from the end of each list, the coordinates whose columns pass the
   pivot test (a selection at set-up).  ``"pivoted"``: column-pivoted Gram-Schmidt, the
   largest relative remaining column first (the re-selection when a run's pivot degrades,
   :meth:`workbench.formulations.rcr.LoopSolver.simulate_rk4`).
 * **Groups.**  Loops sharing a coordinate or a frame form a group, eliminated loop after
-  loop (a loop after those whose dependents it uses); they must have the same base.
+  loop (a loop after those whose dependents it uses).  Coupled loops may have different
+  bases (GCL, seed 004 eqs 103-111): the group's base is the one that is an ancestor of the
+  others, and each loop keeps its list from its own base.
 * **Chain.**  The start of the first loop's side-A path whose coordinates are independent
   and belong to no other loop, cut before a frame with another loop frame as child; every
   other independent of the group is an outboard (ACS) independent.
@@ -93,8 +97,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     relative part orthogonal to those kept; the re-selection during a run) or coordinate
     names / indices (ACS).
     Raises :class:`~workbench.errors.OptionError` for a closure this implementation does not
-    handle (drive or cam rows, a row across three frames, rods with mass, coupled loops with
-    different bases, a dependent choice that does not fit)."""
+    handle (drive or cam rows, a row across three frames, rods with mass, coupled loops none
+    of whose bases is an ancestor of the others, a dependent choice that does not fit)."""
     ma = cm.arrays
     parent = np.asarray(ma.fr_parent)
     fr_coord = np.asarray(ma.fr_coord)
