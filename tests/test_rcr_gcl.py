@@ -107,7 +107,7 @@ def test_coupled_loops_on_different_bases_match_the_null_space_solve(seed, depen
     assert np.abs(zdd2 - ref).max() / np.abs(ref).max() < TOL
 
 
-def test_coupled_loops_without_a_common_ancestor_base_are_refused_by_name():
+def test_coupled_loops_whose_trailing_sets_overlap_are_refused_by_name():
     # the default (trailing) dependents of the inner loop are the outer loop's: a typed
     # error naming the coordinate, not a wrong answer
     model, z = coupled_on_two_bases(1)
