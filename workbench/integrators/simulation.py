@@ -725,14 +725,20 @@ def _run_rcr(cm, formulation, t0, dt, nsteps, zi0, zdi0, z0, newton_tol, newton_
     from workbench.formulations.rcr import LoopSolver
     from workbench.formulations.rcr import closure as RC
     from workbench.integrators import trapezoidal_rcr as TR
-    from workbench.kernels.layout import DOF_COORD
+    from workbench.kernels.layout import C_DRIVE, DOF_COORD
 
     ma = cm.arrays
     if any(int(t) != DOF_COORD for t in ma.dof_type):
         raise OptionError(f"model {cm.name!r}: formulation 'rcr' needs joint coordinates as "
                           "degrees of freedom (the model has natural-coordinate DOFs)")
     cols = [int(ma.dof_i[k, 0]) for k in range(cm.d)]
-    dependents = [cm.coord_names[c] for c in range(cm.n) if c not in cols]
+    # driven coordinates (drive rows) are prescribed, neither DOF nor dependents
+    driven = {int(ma.c_i[k, 0]) for k in range(ma.c_type.shape[0])
+              if int(ma.c_type[k]) == C_DRIVE}
+    if driven & set(cols):
+        raise OptionError(f"model {cm.name!r}: degrees of freedom "
+                          f"{sorted(cm.coord_names[c] for c in driven & set(cols))} are driven")
+    dependents = [cm.coord_names[c] for c in range(cm.n) if c not in cols and c not in driven]
     z = np.array(z0, dtype=float)
     zd = np.array(cm.zd_guess, dtype=float)
     z[cols] = zi0

@@ -19,8 +19,9 @@
 ``LoopSolver(cm, "reverse")``: the loop-reversal fallback of GCL (a loop whose trailing
 dependents are singular is worked the other way); ``LoopSolver.simulate_rk4(...,
 reselect=1e-3)``: the dependents selected again (pivoted) when a pivot degrades during a
-run.  Not built: GCL with fictitious joints and different bases, O(n + m) gradients
-(docs/rcr.md)."""
+run.  Drives (``Model.drive``) are prescribed coordinates (hybrid dynamics): set from
+``f(t)``, never dependents nor integrated (``LoopSolver.prescribed``).  Not built: GCL
+with fictitious joints and different bases, O(n + m) gradients (docs/rcr.md)."""
 
 from __future__ import annotations
 
@@ -113,10 +114,14 @@ class LoopSolver:
             a, b = ls.l_coord_ptr[lo], ls.l_coord_ptr[lo + 1]
             own |= {int(c) for c, st in zip(ls.lc_coord[a:b], ls.lc_status[a:b])
                     if st == RL.ST_OWN}
+        #: the driven coordinates (prescribed by drives: ``z = f(t)``, no unknowns)
+        self.prescribed = np.flatnonzero(ls.coord_drive >= 0).astype(np.int64)
+        pres = set(self.prescribed.tolist())
         #: the dependent coordinates (own dependents of the loops) and the independent ones
-        #: (every other coordinate: the state of :meth:`simulate_rk4`)
+        #: (every other coordinate that is not driven: the state of :meth:`simulate_rk4`)
         self.dependent = np.array(sorted(own), dtype=np.int64)
-        self.independent = np.array([c for c in range(cm.n) if c not in own], dtype=np.int64)
+        self.independent = np.array([c for c in range(cm.n) if c not in own and c not in pres],
+                                    dtype=np.int64)
 
     @property
     def paths(self):

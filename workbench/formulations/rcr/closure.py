@@ -18,6 +18,10 @@ structure (every coordinate that is not a dependent of some loop).
   closures have no ``Phi_t``) gives ``zd_k = K_k xi_v`` with ``xi_v = [X_p; zd_I]``,
   ``X_p = sum_chain b_j zd_j`` (eq 33 at velocity level).
 * **Accelerations**: :func:`workbench.formulations.rcr.loops.forward_dynamics`.
+* **Drives**: a driven coordinate is set from its drive (``z_c = f(t)``, ``zd_c = f'(t)``,
+  :func:`~workbench.formulations.rcr.loops.prescribed_motion`) before the position problem;
+  it is never a Gauss-Newton unknown, and its velocity enters the velocity problem as the
+  known part ``k_c`` (``zd_k = K_k xi_v + k_k``).
 
 :func:`forward_dynamics` chains the three; :func:`integrate_rk4` is the explicit RK4 of the
 independent coordinates through it (the seed integrates the independent speeds), the same
@@ -280,11 +284,13 @@ def solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, tol, maxit, min_it=0):
 
 @njit(cache=True)
 def solve_velocities(ma, p, zd, ls, ws, lw, tol):
-    """The dependent velocities ``zd_k = K_k xi_v`` (eq 33 at velocity level, ``kappa = 0``)
-    at the positions in ``ws`` (:func:`solve_positions`), ``zd`` updated in place.  Returns
-    -1 or the coordinate of a singular dependent pivot."""
+    """The dependent velocities ``zd_k = K_k xi_v + k_k`` (eq 33 at velocity level,
+    ``kappa = 0``: cut closures have no ``Phi_t``; ``k_k`` from the prescribed velocities
+    ``zd_c = f'(t)`` of the driven coordinates, already in ``zd``) at the positions in
+    ``ws`` (:func:`solve_positions`), ``zd`` updated in place.  Returns -1 or the coordinate
+    of a singular dependent pivot."""
     lw.kappa[:] = 0.0
-    bad = RL.loop_kinematics(ma, p, ws.A, ws.r, ws.bcol, ls, lw, tol)
+    bad = RL.loop_kinematics(ma, p, ws.A, ws.r, ws.bcol, ls, lw, tol, zd)
     if bad >= 0:
         return bad
     xi = lw.xi
@@ -305,7 +311,7 @@ def solve_velocities(ma, p, zd, ls, ws, lw, tol):
             for q in range(ls.l_coord_ptr[lo], ls.l_coord_ptr[lo + 1]):
                 if ls.lc_status[q] == RL.ST_OWN:
                     c = ls.lc_coord[q]
-                    s = 0.0
+                    s = lw.kd[c]
                     for a in range(nx):
                         s += lw.Kd[c, a] * xi[a]
                     zd[c] = s
@@ -320,9 +326,13 @@ def forward_dynamics(ma, p, t, z, zd, zdd, ls, lp_ptr, lp_fr, ws, aw, lw, tol, p
     all of ``zdd`` are the output.  Returns ``(status, coordinate, value)``: ``OK``,
     ``ST_POSITION`` (positions did not converge; value = the residual) or ``ST_SINGULAR``
     (a singular pivot, ``lw.fail`` gives its kind for the acceleration problem).
-    ``min_it``: the least Gauss-Newton iterations per loop (:func:`solve_positions`)."""
+    ``min_it``: the least Gauss-Newton iterations per loop (:func:`solve_positions`).
+    Driven coordinates are set from their drives first (``z_c = f(t)``, ``zd_c = f'(t)``,
+    :func:`~workbench.formulations.rcr.loops.prescribed_motion`) and are neither iterated
+    nor solved for."""
     lw.fail[0] = RL.FAIL_NONE
     lw.fail[1] = -1
+    RL.prescribed_motion(ma, p, t, ls, z, zd, zdd, 0)
     st, bad, err = solve_positions(ma, p, z, ls, lp_ptr, lp_fr, ws, lw, pos_tol, pos_maxit,
                                    min_it)
     if st == ST_SINGULAR:

@@ -70,6 +70,20 @@ outward pass (:func:`group_outward`) gives ``zdd_j = (uq_j - V_j^T Y_B - U_j^T X
 (eq 59) along the chain, the outboard independents from the Cholesky factor (eq 99) and the
 dependents from ``K``, ``k`` (eq 67).
 
+**Drives** (rheonomic coordinate constraints ``z_c - f(t) = 0``, ``ls.coord_drive``): a
+driven coordinate is *prescribed*, ``zdd_c = f''(t)`` known (:func:`prescribed_motion`;
+hybrid dynamics, Featherstone ch. 9), and is no unknown: it is never a dependent, and
+
+* on a tree frame it has no pivot, the articulated inertia passes to the parent
+  unreduced and the bias gets its known acceleration,
+  ``IA_par += IA_f``, ``pA_par += pA_f + IA_f b_f zdd_f``, and ``Y_f = Y_par + b_f zdd_f``;
+* in a loop list (``ST_PRESCRIBED``) it has ``K_c = 0``, ``k_c = zdd_c``: its column goes to
+  the known part of the bracket, ``w += a_c zdd_c`` (like ``kappa``), and its frame's
+  ``z_f`` gets ``b_f zdd_c``; it has no generalized force in ``f_x``;
+* on the chain it has no pivot either, ``X_j = X_{j-1} + b_j zdd_j`` with ``zdd_j`` known:
+  ``c <- c + U zdd_j``, ``g_B <- g_B + V zdd_j`` (``U = B b``, ``V = A^T b``), ``A``, ``B``,
+  ``I_B`` unchanged.
+
 Costs: O(n_i) per loop (every step a fixed number of 6 x 6 and ``rows x 6`` operations,
 rows <= 6 for a cut joint) plus O(n_I^3) for ACS; O(n + m) for the N-four-bar.
 Position-level closure and the velocity problem are not part of this module (the seed
@@ -98,8 +112,9 @@ _S6 = AR.scratch(6)
 
 #: failure kinds reported in ``LoopWorkspace.fail[0]`` (the coordinate in ``fail[1]``)
 FAIL_NONE, FAIL_ARTICULATED, FAIL_DEPENDENT, FAIL_OUTBOARD = 0, 1, 2, 3
-#: loop-coordinate status codes (``LoopStructure.lc_status``)
-ST_CHAIN, ST_OUTBOARD, ST_EARLIER, ST_OWN = 0, 1, 2, 3
+#: loop-coordinate status codes (``LoopStructure.lc_status``; ``ST_PRESCRIBED``: a driven
+#: coordinate outside the chain, whose known acceleration enters the bracket like ``kappa``)
+ST_CHAIN, ST_OUTBOARD, ST_EARLIER, ST_OWN, ST_PRESCRIBED = 0, 1, 2, 3, 4
 #: frame roles (``LoopStructure.fr_role``)
 ROLE_TREE, ROLE_CHAIN, ROLE_LUMP = 0, 1, 2
 
@@ -113,10 +128,13 @@ ROLE_TREE, ROLE_CHAIN, ROLE_LUMP = 0, 1, 2
 #: ``lc_frame``, ``lc_side`` (0: A, 1: B), ``lc_status`` (ST_*; own dependents in loop
 #: order).  Frames: ``fr_role`` (ROLE_*); ``fb_ptr`` (frame ``f`` + 1, 0 for ground) ->
 #: ``fb_grp``: the groups based at each frame.  ``coord_xi``: outboard index or -1.
+#: ``coord_drive``: per coordinate, its drive row (a prescribed coordinate ``z_c = f(t)``,
+#: :func:`prescribed_motion`) or -1.
 LoopStructure = namedtuple("LoopStructure", [
     "g_base", "g_chain_ptr", "g_chain", "g_lump_ptr", "g_lump", "g_xi_ptr", "g_xi",
     "g_loop_ptr", "l_fa", "l_chain", "l_row_ptr", "l_row", "l_coord_ptr", "lc_coord",
-    "lc_frame", "lc_side", "lc_status", "fr_role", "fb_ptr", "fb_grp", "coord_xi"])
+    "lc_frame", "lc_side", "lc_status", "fr_role", "fb_ptr", "fb_grp", "coord_xi",
+    "coord_drive"])
 
 #: Work arrays (sizes from the structure): lumped-frame maps ``G`` (nf x 6 x nx), ``zv``
 #: (nf x 6); affine maps of the dependent and outboard coordinates ``Kd`` (n x nx), ``kd``
@@ -250,16 +268,42 @@ def row_functionals(ma, p, A, r, k, fa, Cs, i):
 
 
 # ----------------------------------------------------------------------------------------
+# prescribed (driven) coordinates
+# ----------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def prescribed_motion(ma, p, t, ls, z, zd, zdd, level):
+    """The driven coordinates (drive rows ``z_c - f(t) = 0``, ``ls.coord_drive``): with
+    ``level`` 0 ``z_c = f(t)``, ``zd_c = f'(t)``; with ``level`` 2 ``zdd_c = f''(t)``
+    (:func:`workbench.kernels.tree.time_function`).  A prescribed coordinate is no unknown
+    of any of the three problems (hybrid dynamics, Featherstone ch. 9)."""
+    for c in range(ls.coord_drive.shape[0]):
+        k = ls.coord_drive[c]
+        if k >= 0:
+            f, fd, fdd = K.time_function(ma, p, ma.c_i[k, 1], t)
+            if level == 0:
+                z[c] = f
+                zd[c] = fd
+            else:
+                zdd[c] = fdd
+
+
+# ----------------------------------------------------------------------------------------
 # kinematic reduction (eqs 31-45, 65-81)
 # ----------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def loop_kinematics(ma, p, A, r, bcol, ls, lw, tol):
+def loop_kinematics(ma, p, A, r, bcol, ls, lw, tol, zk):
     """Dependent coordinates of every loop as affine functions ``zdd_k = K_k xi + k_k`` of
     their group's ``xi = [X_p; zdd_I]`` (``lw.Kd``, ``lw.kd``; also set for the outboard
-    independents: ``K = e_{6+i}``), and the lumped frames' maps ``Y_f = Y_B + G_f xi + z_f``
-    (``lw.G``, ``lw.zv``).  Needs ``lw.kappa`` (closure accelerations at ``zdd = 0``).
+    independents: ``K = e_{6+i}``, and for the prescribed coordinates: ``K = 0``,
+    ``k = zk_c``, their known acceleration, which so enters the bracket ``W xi + w`` next
+    to ``kappa``), and the lumped frames' maps ``Y_f = Y_B + G_f xi + z_f``
+    (``lw.G``, ``lw.zv``).  Needs ``lw.kappa`` (closure accelerations at ``zdd = 0``) and
+    ``zk`` (the prescribed coordinates' accelerations; their velocities for the velocity
+    problem, with ``kappa = 0``).
 
     Returns -1, or the first dependent coordinate whose pivot ``a_k^T R^{k+1} a_k`` (eq 34)
     is below ``tol`` times ``a_k^T a_k`` (the dependent set does not span the loop's
@@ -273,6 +317,11 @@ def loop_kinematics(ma, p, A, r, bcol, ls, lw, tol):
     nx = Kd.shape[1]
     lw.piv[0] = np.inf
     lw.piv[1] = -1.0
+    for c in range(ls.coord_drive.shape[0]):
+        if ls.coord_drive[c] >= 0:
+            for j in range(nx):
+                Kd[c, j] = 0.0
+            kd[c] = zk[c]
     for g in range(ng):
         for q in range(ls.g_xi_ptr[g], ls.g_xi_ptr[g + 1]):
             c = ls.g_xi[q]
@@ -431,11 +480,14 @@ def _backward_sub(L, nI, b):
 
 
 @njit(cache=True)
-def group_inward(ma, bcol, Qj, ls, g, aw, lw):
+def group_inward(ma, bcol, Qj, ls, g, aw, lw, zdd):
     """Inward pass of group ``g`` (after its frames' ``aw.IA``, ``aw.pA`` are complete):
     lumping into the virtual terminal body (eqs 53-55, 87-95), the dense elimination of the
     outboard independents (eqs 97-102), the two-coefficient recursion along the chain
-    (eqs 57-64) and the merge into the base (``IA_B += I_B``, ``pA_B += g_B``).
+    (eqs 57-64) and the merge into the base (``IA_B += I_B``, ``pA_B += g_B``).  A
+    prescribed chain coordinate (known ``zdd_j``, entries of ``zdd``) has no pivot: with
+    ``X_j = X_{j-1} + b_j zdd_j`` its terms pass through unreduced,
+    ``c <- c + U zdd_j``, ``g_B <- g_B + V zdd_j`` (``A``, ``B``, ``I_B`` unchanged).
 
     Returns -1 or the coordinate of a failed pivot (``lw.fail`` set)."""
     IA, pA = aw.IA, aw.pA
@@ -590,6 +642,14 @@ def group_inward(ma, bcol, Qj, ls, g, aw, lw):
             V[j, i] = sv
             d += bcol[j, i] * su
             uq -= bcol[j, i] * cv[i]
+        if ls.coord_drive[c] >= 0:
+            # prescribed: no pivot, the known acceleration passes inwards
+            aw.D[j] = 0.0
+            a = zdd[c]
+            for i in range(6):
+                cv[i] += U[j, i] * a
+                gb[i] += V[j, i] * a
+            continue
         aw.D[j] = d
         aw.uq[j] = uq
         if not (d > 0.0 and d < np.inf):
@@ -629,11 +689,14 @@ def group_outward(ma, bcol, ls, g, YB, aw, lw, zdd):
         c = ma.fr_coord[j]
         if c < 0:
             continue
-        s = aw.uq[j]
-        for i in range(6):
-            s -= lw.V[j, i] * YB[i] + aw.U[j, i] * xi[i]
-        a = s / aw.D[j]
-        zdd[c] = a
+        if ls.coord_drive[c] >= 0:
+            a = zdd[c]
+        else:
+            s = aw.uq[j]
+            for i in range(6):
+                s -= lw.V[j, i] * YB[i] + aw.U[j, i] * xi[i]
+            a = s / aw.D[j]
+            zdd[c] = a
         for i in range(6):
             xi[i] += bcol[j, i] * a
     if nI > 0:
@@ -662,7 +725,9 @@ def group_outward(ma, bcol, ls, g, YB, aw, lw, zdd):
 
 @njit(cache=True)
 def forward_dynamics(ma, p, t, z, zd, ls, ws, aw, lw, zdd, tol):
-    """RCR accelerations ``zdd`` at a consistent state ``(t, z, zd)``, O(n + m).
+    """RCR accelerations ``zdd`` at a consistent state ``(t, z, zd)``, O(n + m).  The driven
+    coordinates' entries of ``zdd`` are their drives' ``f''(t)`` (the state must satisfy the
+    drives at position and velocity level too).
 
     ``ws``: the semi-recursive workspace (frame kinematics and applied forces are left set,
     ``ws.Zd`` holds the frame accelerations of the solution); ``aw``:
@@ -683,7 +748,9 @@ def forward_dynamics(ma, p, t, z, zd, ls, ws, aw, lw, zdd, tol):
     K.applied_forces(ma, p, t, z, zd, A, r, Z, Zd, ws.fb, ws.nb, ws.Qj)
     # closure accelerations at zdd = 0 (kappa; the seed's A_t^n of the phantom)
     K.constraints(ma, p, t, z, zd, ws.zero_n, A, r, Z, Zd, 2, lw.kappa)
-    bad = loop_kinematics(ma, p, A, r, bcol, ls, lw, tol)
+    # driven coordinates: their known accelerations (hybrid dynamics)
+    prescribed_motion(ma, p, t, ls, z, zd, zdd, 2)
+    bad = loop_kinematics(ma, p, A, r, bcol, ls, lw, tol, zdd)
     if bad >= 0:
         lw.fail[0] = FAIL_DEPENDENT
         lw.fail[1] = bad
@@ -697,20 +764,26 @@ def forward_dynamics(ma, p, t, z, zd, ls, ws, aw, lw, zdd, tol):
     # inward: the tree recursion (eqs 13, 20-22); loops are merged at their base
     for f in range(nf - 1, -2, -1):
         for q in range(ls.fb_ptr[f + 1], ls.fb_ptr[f + 2]):
-            bad = group_inward(ma, bcol, Qj, ls, ls.fb_grp[q], aw, lw)
+            bad = group_inward(ma, bcol, Qj, ls, ls.fb_grp[q], aw, lw, zdd)
             if bad >= 0:
                 return bad
         if f < 0 or ls.fr_role[f] != ROLE_TREE:
             continue
         par = fr_parent[f]
         c = fr_coord[f]
-        if c < 0:
+        if c < 0 or ls.coord_drive[c] >= 0:
+            # no coordinate, or a prescribed one (known zdd_f, no pivot): the articulated
+            # inertia passes unreduced, the bias gets IA_f b_f zdd_f
             D[f] = 0.0
             if par >= 0:
+                a = zdd[c] if c >= 0 else 0.0
                 for i in range(6):
-                    pA[par, i] += pA[f, i]
+                    s = pA[f, i]
                     for j in range(6):
                         IA[par, i, j] += IA[f, i, j]
+                        if c >= 0:
+                            s += IA[f, i, j] * bcol[f, j] * a
+                    pA[par, i] += s
             continue
         d = 0.0
         s = Qj[c]
@@ -746,7 +819,7 @@ def forward_dynamics(ma, p, t, z, zd, ls, ws, aw, lw, zdd, tol):
         for i in range(6):
             Y[f, i] = Y[par, i] if par >= 0 else 0.0
         if c >= 0:
-            if ls.fr_role[f] == ROLE_TREE:
+            if ls.fr_role[f] == ROLE_TREE and ls.coord_drive[c] < 0:
                 s = uq[f]
                 for i in range(6):
                     s -= U[f, i] * Y[f, i]

@@ -4,7 +4,9 @@
 :mod:`workbench.formulations.rcr.loops` run on.
 
 * **Loops.**  The constraint rows are grouped by the pair of frames they connect (the rows
-  of one cut joint; a drive or cam row is refused).  Side A is the frame of the first row's
+  of one cut joint; a cam row is refused).  A drive row ``z_c - f(t) = 0`` makes ``c`` a
+  prescribed coordinate (``coord_drive``): no candidate for a dependent, ``ST_PRESCRIBED``
+  in a loop list (or ``ST_CHAIN`` on the chain).  Side A is the frame of the first row's
   first point or vector.  The loop base is the nearest common ancestor of the two frames
   (ground: -1), the loop list the path ``base -> F_A`` outwards then ``F_B -> base``
   inwards.
@@ -97,8 +99,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     relative part orthogonal to those kept; the re-selection during a run) or coordinate
     names / indices (ACS).
     Raises :class:`~workbench.errors.OptionError` for a closure this implementation does not
-    handle (drive or cam rows, a row across three frames, rods with mass, coupled loops none
-    of whose bases is an ancestor of the others, a dependent choice that does not fit)."""
+    handle (cam rows, a row across three frames, rods with mass, coupled loops none of
+    whose bases is an ancestor of the others, a dependent choice that does not fit)."""
     ma = cm.arrays
     parent = np.asarray(ma.fr_parent)
     fr_coord = np.asarray(ma.fr_coord)
@@ -117,11 +119,20 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     # -- loops: rows grouped by frame pair ----------------------------------------------
     groups = {}
     order = []
+    drive = {}
     for k in range(m):
+        if int(ma.c_type[k]) == AR.C_DRIVE:
+            # a driven (prescribed) coordinate: known z, zd, zdd, no unknown of any problem
+            c = int(ma.c_i[k, 0])
+            if c in drive:
+                raise OptionError(f"rcr: model {cm.name!r}: coordinate {names[c]!r} has two "
+                                  "drives")
+            drive[c] = k
+            continue
         fr = _entity_frames(ma, k)
         if fr is None:
-            raise OptionError(f"rcr: model {cm.name!r}: constraint {rowname(k)!r} is a drive "
-                              "or cam relation; RCR handles cut-joint closures only")
+            raise OptionError(f"rcr: model {cm.name!r}: constraint {rowname(k)!r} is a cam "
+                              "relation; RCR handles cut-joint closures and drives only")
         s = sorted(set(fr))
         if len(s) != 2:
             raise OptionError(f"rcr: model {cm.name!r}: constraint {rowname(k)!r} connects "
@@ -153,13 +164,16 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         pa = _path(parent, base, fa)
         pb = _path(parent, base, fb)
         items = [(f, 0) for f in pa] + [(f, 1) for f in pb[::-1]]
-        coords = [(int(fr_coord[f]), f, s) for f, s in items if fr_coord[f] >= 0]
+        allc = [(int(fr_coord[f]), f, s) for f, s in items if fr_coord[f] >= 0]
+        # the driven coordinates are no candidates for dependents ("coords" during the
+        # selection; "allc" keeps them for the loop list)
+        coords = [x for x in allc if x[0] not in drive]
         cols = [c for c, _, _ in coords]
         sub = Jc[np.ix_(gr["rows"], cols)] if cols else np.zeros((len(gr["rows"]), 0))
         sv = np.linalg.svd(sub, compute_uv=False) if sub.size else np.zeros(0)
         rank = int((sv > rank_tol * sv.max()).sum()) if sv.size and sv.max() > 0 else 0
         loops.append(dict(rows=gr["rows"], fa=fa, fb=fb, base=base, pa=pa, pb=pb,
-                          frames=set(pa) | set(pb), coords=coords, rank=rank))
+                          frames=set(pa) | set(pb), coords=coords, allc=allc, rank=rank))
     # -- dependents ------------------------------------------------------------------------
     def valid(lo, cols):
         # the pivot test of eq 34 on the columns ``cols`` of loop ``lo``, taken from the
@@ -196,7 +210,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                 pa = _path(parent, lo["base"], lo["fb"])
                 pb = _path(parent, lo["base"], lo["fa"])
                 items = [(f, 0) for f in pa] + [(f, 1) for f in pb[::-1]]
-                coords = [(int(fr_coord[f]), f, s_) for f, s_ in items if fr_coord[f] >= 0]
+                allc = [(int(fr_coord[f]), f, s_) for f, s_ in items if fr_coord[f] >= 0]
+                coords = [x for x in allc if x[0] not in drive]
                 cols = [c for c, _, _ in coords]
                 own = cols[len(cols) - lo["rank"]:]
                 if not valid(lo, own) or any(c in taken for c in own):
@@ -205,7 +220,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                         f"{rowname(lo['rows'][0])!r} has no valid trailing dependents in "
                         "either direction at this configuration (GCL with fictitious joints "
                         "is not implemented); use dependents='auto' (ACS)")
-                lo.update(fa=lo["fb"], fb=lo["fa"], pa=pa, pb=pb, coords=coords,
+                lo.update(fa=lo["fb"], fb=lo["fa"], pa=pa, pb=pb, coords=coords, allc=allc,
                           reversed=True)
             for c in own:
                 taken[c] = i
@@ -290,6 +305,10 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         dep = set()
         for d in dependents:
             dep.add(cm.coordinate(d) if isinstance(d, str) else int(d))
+        if dep & set(drive):
+            raise OptionError(f"rcr: model {cm.name!r}: the driven coordinates "
+                              f"{sorted(names[c] for c in dep & set(drive))} cannot be "
+                              "dependents (their motion is prescribed)")
         taken = {}
 
         def avail(lo):
@@ -333,6 +352,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                               f"{sorted(names[c] for c in extra)} belong to no loop")
     depof = {}
     for i, lo in enumerate(loops):
+        lo["coords"] = lo.pop("allc")
         for c in lo["own"]:
             depof[c] = i
     # -- groups: loops sharing coordinates or frames (union-find) ------------------------
@@ -422,7 +442,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         chainset = set(chain)
         lump = sorted(frames - chainset)
         chain_coords = {int(fr_coord[f]) for f in chain if fr_coord[f] >= 0}
-        indep = sorted(c for c in coord_loops if c not in depof and c not in chain_coords)
+        indep = sorted(c for c in coord_loops
+                       if c not in depof and c not in chain_coords and c not in drive)
         for f in chain:
             fr_role[f] = RL.ROLE_CHAIN
         for f in lump:
@@ -450,6 +471,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                 lc_side.append(s)
                 if c in chain_coords:
                     st = RL.ST_CHAIN
+                elif c in drive:
+                    st = RL.ST_PRESCRIBED
                 elif c in own:
                     st = RL.ST_OWN
                 elif c in depof:
@@ -469,11 +492,14 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     def i64(x):
         return np.asarray(x, dtype=np.int64)
 
+    coord_drive = -np.ones(n, dtype=np.int64)
+    for c, k in drive.items():
+        coord_drive[c] = k
     return RL.LoopStructure(
         i64(g_base), i64(g_chain_ptr), i64(g_chain), i64(g_lump_ptr), i64(g_lump),
         i64(g_xi_ptr), i64(g_xi), i64(g_loop_ptr), i64(l_fa), i64(l_chain), i64(l_row_ptr),
         i64(l_row), i64(l_coord_ptr), i64(lc_coord), i64(lc_frame), i64(lc_side),
-        i64(lc_status), fr_role, fb_ptr, fb_grp, coord_xi)
+        i64(lc_status), fr_role, fb_ptr, fb_grp, coord_xi, coord_drive)
 
 
 def describe(cm, ls):
