@@ -218,8 +218,8 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
                     raise OptionError(
                         f"rcr: model {cm.name!r}: the loop closed by "
                         f"{rowname(lo['rows'][0])!r} has no valid trailing dependents in "
-                        "either direction at this configuration (GCL with fictitious joints "
-                        "is not implemented); use dependents='auto' (ACS)")
+                        "either direction at this configuration; use dependents='auto' "
+                        "(ACS) or add fictitious joints to the model (GCL, docs/rcr.md)")
                 lo.update(fa=lo["fb"], fb=lo["fa"], pa=pa, pb=pb, coords=coords, allc=allc,
                           reversed=True)
             for c in own:
