@@ -237,7 +237,7 @@ def test_fully_driven_quick_return_is_kinematic_and_equals_matrix_r():
     DOF left, every evaluation is the position, velocity and acceleration problems alone.
     Trapezoidal rcr = Matrix-R over 0.5 s (measured 6.6e-12 in ``z``, 4.6e-11 in ``zd``:
     both solve the same closures to the position tolerance 1e-12); RK4 through RCR integrates
-    nothing, so it gives the same rows (Matrix-R's RK4 does not run without a DOF)."""
+    nothing, so it gives the same rows (Matrix-R's RK4 refuses a model without a DOF)."""
     m = wb.catalog.load("quick-return")
     m.drive("motor", "j3", {"type": "polynomial",
                             "coefficients": [1.9513027039072615, 12.566370614359172, 1.0]})
@@ -251,3 +251,14 @@ def test_fully_driven_quick_return_is_kinematic_and_equals_matrix_r():
     assert np.abs(c.z - a.z).max() < 1e-10
     assert np.abs(c.zdd - a.zdd).max() < 1e-8 * np.abs(a.zdd).max()
     assert a.max_constraint_violation < 1e-11
+
+
+def test_rk4_without_degrees_of_freedom_is_an_option_error_in_matrix_r():
+    # the fully driven quick-return: Matrix-R's RK4 has no independent coordinates to
+    # integrate; a typed error naming the model (it was a ZeroDivisionError in the kernel)
+    m = wb.catalog.load("quick-return")
+    m.drive("motor", "j3", {"type": "polynomial",
+                            "coefficients": [1.9513027039072615, 12.566370614359172, 1.0]})
+    m.dof()
+    with pytest.raises(OptionError, match="no degrees of freedom"):
+        wb.simulate(m, 0.1, 1e-3, formulation="sr-origin", integrator="rk4")

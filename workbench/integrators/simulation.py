@@ -689,6 +689,12 @@ class RK4Job:
 
 
 def _run_rk4(cm, formulation, form, t0, dt, nsteps, rod_opts) -> SimulationResult:
+    if cm.d == 0:
+        raise OptionError(
+            f"model {cm.name!r} has no degrees of freedom (every motion driven): RK4 "
+            f"through {formulation!r} integrates the independent coordinates and there are "
+            "none; use the trapezoidal rule (the default), which solves the position, "
+            "velocity and acceleration problems at every step, or formulation 'rcr'")
     return _run_job(RK4Job(cm, formulation, form, t0, dt, nsteps, rod_opts), nsteps)
 
 
