@@ -234,3 +234,23 @@ def test_the_catalog_five_bars_are_the_models_of_the_rcr_study(name, build):
     assert np.array_equal(a.arrays.p, b.arrays.p)
     assert np.array_equal(np.asarray(a.z_guess), np.asarray(b.z_guess))
     assert catalog.describe(name)["reconstruction"] is True
+
+
+def test_reproduce_rcr_quick_writes_the_five_bar_and_n_four_bar_report(tmp_path, capsys):
+    # `workbench reproduce rcr --quick` (the N-four-bar over 2 s): files, the seed's
+    # breakdown named, ACS and GCL runs equal to Matrix-R (TRAJ_TOL, module docstring)
+    import csv
+
+    from workbench.apps.cli import main
+
+    assert main(["reproduce", "rcr", "--quick", "--out", str(tmp_path)]) == 0
+    d = tmp_path / "rcr"
+    for f in ("five_bar.csv", "summary.csv", "fig7.png", "report.md"):
+        assert (d / f).stat().st_size > 100
+    with open(d / "summary.csv") as fh:
+        diff = {r["case"]: float(r["max_abs_diff"]) for r in csv.DictReader(fh)}
+    assert diff["five-bar ACS (rcr) vs Matrix-R"] < TRAJ_TOL
+    assert diff["five-bar GCL (rcr, fictitious joint) vs Matrix-R"] < TRAJ_TOL
+    assert diff["N-four-bar rcr vs sr-origin, before the first crossing"] < TRAJ_TOL
+    text = (d / "report.md").read_text()
+    assert "'q4'" in text and "RECONSTRUCTION" in text

@@ -643,10 +643,12 @@ def _add_reproduce(sub):
                     "'workbench reproduce penalty' the comparison of seed 003 (penalty "
                     "formulation, four Jacobian methods) in DIR/penalty/, "
                     "'workbench reproduce rods' seed 002's Tables 4-6 (rods as elements, "
-                    "RK4, the sedan slalom) in DIR/rods/.")
+                    "RK4, the sedan slalom) in DIR/rods/, 'workbench reproduce rcr' seed "
+                    "004's five-bar (ACS and GCL runs) and the N-four-bar through RCR "
+                    "against Matrix-R in DIR/rcr/.")
     p.add_argument("target", nargs="?", default="all",
                    choices=("all", "simulate", "five-bar", "buggy-step", "buggy-dlc",
-                            "penalty", "rods"),
+                            "penalty", "rods", "rcr"),
                    help="what to reproduce (default: all)")
     p.add_argument("--out", default="reports", metavar="DIR",
                    help="output directory (default: reports)")
@@ -715,6 +717,14 @@ def _cmd_reproduce(args) -> int:
         produced.append(out / "rods" / "report.md")
         print(f"wrote {out / 'rods'}/ (table4.csv, table5.csv, table6.csv, orders.csv, "
               f"report.md, errors.png) in {meta['total_s']:.1f} s")
+    if args.target in ("all", "rcr"):
+        from workbench.apps.rcr_report import rcr_report
+        print("[rcr] seed 004: the five-bar (ACS and GCL runs) and the N-four-bar through "
+              "RCR against Matrix-R ...", flush=True)
+        meta = rcr_report(out / "rcr", quick=args.quick, log=lambda msg: print(msg, flush=True))
+        produced.append(out / "rcr" / "report.md")
+        print(f"wrote {out / 'rcr'}/ (five_bar.csv, summary.csv, fig7.png, report.md) in "
+              f"{meta['total_s']:.1f} s")
     _publish(args, out, produced)
     return 0
 
