@@ -84,6 +84,16 @@ def _ancestors(parent, f):
     return out
 
 
+def _common_ancestor(parent, fa, fb):
+    """The nearest common ancestor of frames ``fa`` and ``fb`` (either may be it; -1 the
+    ground): the base of the loop they close."""
+    anc = set(_ancestors(parent, fa))
+    base = fb
+    while base not in anc:
+        base = int(parent[base])
+    return base
+
+
 def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     """The :data:`~workbench.formulations.rcr.loops.LoopStructure` of the compiled model
     ``cm`` at the configuration ``z`` (used for the ranks ``m_i`` only).
@@ -157,10 +167,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
     for key in order:
         gr = groups[key]
         fa, fb = gr["fa"], gr["fb"]
-        anc = set(_ancestors(parent, fa))
-        base = fb
-        while base not in anc:
-            base = int(parent[base])
+        base = _common_ancestor(parent, fa, fb)
         pa = _path(parent, base, fa)
         pb = _path(parent, base, fb)
         items = [(f, 0) for f in pa] + [(f, 1) for f in pb[::-1]]
@@ -175,6 +182,23 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         loops.append(dict(rows=gr["rows"], fa=fa, fb=fb, base=base, pa=pa, pb=pb,
                           frames=set(pa) | set(pb), coords=coords, allc=allc, rank=rank))
     # -- dependents ------------------------------------------------------------------------
+    def from_end(lo, cands):
+        # from the end of ``cands`` (in list order), keep a coordinate when its column is
+        # independent of the columns kept so far (Gram-Schmidt, the pivot test of eq 34),
+        # up to the loop's rank; returned in list order
+        basis, keep = [], []
+        for c in reversed(cands):
+            if len(keep) == lo["rank"]:
+                break
+            a = Jc[lo["rows"], c].copy()
+            aa = float(a @ a)
+            for q in basis:
+                a -= (q @ a) * q
+            if aa > 0.0 and float(a @ a) > pivot_tol * aa:
+                basis.append(a / np.linalg.norm(a))
+                keep.append(c)
+        return [c for c in cands if c in set(keep)]
+
     def valid(lo, cols):
         # the pivot test of eq 34 on the columns ``cols`` of loop ``lo``, taken from the
         # last (Gram-Schmidt)
@@ -267,26 +291,12 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
         # set when it is valid, otherwise the nearest valid ACS set
         taken = {}
         for i, lo in enumerate(loops):
-            basis = []
-            own = []
-            for c, _, _ in reversed(lo["coords"]):
-                if len(own) == lo["rank"]:
-                    break
-                if c in taken:
-                    continue
-                a = Jc[lo["rows"], c].copy()
-                aa = float(a @ a)
-                for q in basis:
-                    a -= (q @ a) * q
-                if aa > 0.0 and float(a @ a) > pivot_tol * aa:
-                    basis.append(a / np.linalg.norm(a))
-                    own.append(c)
+            own = from_end(lo, [c for c, _, _ in lo["coords"] if c not in taken])
             if len(own) != lo["rank"]:
                 raise OptionError(
                     f"rcr: model {cm.name!r}: no valid set of {lo['rank']} dependent "
                     f"coordinates in the loop closed by {rowname(lo['rows'][0])!r} at this "
                     "configuration")
-            own = [c for c, _, _ in lo["coords"] if c in set(own)]
             for c in own:
                 taken[c] = i
             lo["own"] = own
@@ -326,18 +336,7 @@ def loop_structure(cm, z, dependents=None, rank_tol=1e-9, pivot_tol=1e-10):
             lo = loops[i]
             own = avail(lo)
             if len(own) > lo["rank"]:
-                basis, keep = [], []
-                for c in reversed(own):
-                    if len(keep) == lo["rank"]:
-                        break
-                    a = Jc[lo["rows"], c].copy()
-                    aa = float(a @ a)
-                    for q in basis:
-                        a -= (q @ a) * q
-                    if aa > 0.0 and float(a @ a) > pivot_tol * aa:
-                        basis.append(a / np.linalg.norm(a))
-                        keep.append(c)
-                own = [c for c in own if c in set(keep)]
+                own = from_end(lo, own)
             if len(own) != lo["rank"]:
                 raise OptionError(
                     f"rcr: model {cm.name!r}: the loop closed by {rowname(lo['rows'][0])!r} "
@@ -541,10 +540,7 @@ def loop_paths(cm, ls):
         for k in ls.l_row[ls.l_row_ptr[lo]:ls.l_row_ptr[lo + 1]]:
             fr |= set(_entity_frames(ma, int(k)))
         (fb,) = fr - {fa}
-        anc = set(_ancestors(parent, fa))
-        base = fb
-        while base not in anc:
-            base = int(parent[base])
+        base = _common_ancestor(parent, fa, fb)
         frames += _path(parent, base, fa) + _path(parent, base, fb)
         ptr.append(len(frames))
     return np.asarray(ptr, dtype=np.int64), np.asarray(frames, dtype=np.int64)
