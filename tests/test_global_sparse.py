@@ -152,3 +152,124 @@ def test_symbolic_path_run_equals_generic_path_run(name, t_end):
     assert np.max(np.abs(fast.zdi - slow.zdi)) < 1e-8 * scale
     assert np.max(np.abs(fast.natural[0] - slow.natural[0])) < 1e-9 * (
         1.0 + np.max(np.abs(slow.natural[0])))
+
+
+@pytest.mark.parametrize("name,t_end,dt,every", [("five-bar", 0.5, 1e-3, 50),
+                                                 ("buggy", 0.15, 1e-3, 30)])
+def test_row_program_equals_the_interpreter(name, t_end, dt, every):
+    """The row program (per-run specialisation of the constraint rows) gives the bits of the
+    generic operand interpreter: row values, rates and accelerations, branch updates, joint
+    coordinate jets, force tangents along state directions, the Jacobian straight into the
+    compact QR (the same factors as the gathered dense Theta_q), R in one block, and the
+    whole position and velocity/acceleration steps."""
+    cm = _model(name)
+    ga = global_model(cm)[0]
+    ma = cm.arrays
+    p = ma.p
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    N = ga.nq
+    ws = G.make_ws(ga)
+    wi = G.make_ws(ga)
+    pr = G.row_program(ga, p, ws)
+    assert pr.ok[0] == 1                          # every instruction in the pattern
+    rng = np.random.default_rng(5)
+    for t, q, aref, zdi in _states(cm, t_end, dt, every):
+        qd = np.zeros(N)
+        qddb = np.zeros(N)
+        R = np.zeros((N, d))
+        G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, R, aref.copy(), wi)
+        qdd = qddb + R @ rng.standard_normal(d)
+        Jp = np.zeros((m + d, 6))
+        Ji = np.zeros((m + d, 6))
+        G.prog_values(ga, ma, pr, p, t, q, aref, Jp)
+        G.theta_values(ga, ma, p, t, q, aref, wi.sc, Ji)
+        assert np.array_equal(Jp[:, 0], Ji[:, 0])
+        G.prog_va(ga, ma, pr, p, t, qd, Jp)
+        G.theta_va(ga, ma, p, t, q, qd, wi.sc, Ji)
+        assert np.array_equal(Jp[:, 1:3], Ji[:, 1:3])
+        # jets of every scalar function (relative coordinates, record rows)
+        G.prog_operands(ga, pr.tw, qdd, False, pr.OA)
+        jet = np.zeros(3)
+        jeti = np.zeros(6)
+        z = np.zeros(N)
+        for s in range(ga.sf_kind.shape[0]):
+            G.prog_jet(ga, ma, pr, p, s, t, aref, jet)
+            G.sf_jet(ga, ma, p, s, t, q, qd, qdd, z, z, z, p, False, aref, wi.sc, jeti)
+            assert np.array_equal(jet, jeti[:3])
+        # force tangents along state directions from the operand values and rates
+        zp = np.zeros(p.shape[0])
+        for _ in range(2):
+            dq = rng.standard_normal(N)
+            dqd = rng.standard_normal(N)
+            f1 = np.zeros(N)
+            f2 = np.zeros(N)
+            G.force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, wi.sc, f1)
+            G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, zp, aref, wi.sc, f2)
+            assert np.array_equal(f1, f2)
+        # branch references
+        a1 = aref + 0.3
+        a2 = a1.copy()
+        G.prog_update_aref(ga, ma, pr, p, t, a1)
+        G.update_aref(ga, ma, p, t, q, a2, wi.sc)
+        assert np.array_equal(a1, a2)
+        # the Jacobian into the compact columns: the factors of sqr_factor on Theta_q
+        assert G.prog_factor(ga, pr, ws, 1e-12) == -1
+        G.theta_jacobian(ga, p, q, aref, wi.sc, wi.Th)
+        assert G.sqr_factor(ga, wi.Th, wi, 1e-12) == -1
+        assert ws.flags[G.FL_MODE] == 1 and wi.flags[G.FL_MODE] == 1
+        for f in ("Rc", "Vc", "beta", "Wc"):
+            assert np.array_equal(getattr(ws, f), getattr(wi, f)), f
+        # R: all columns together = one sqr_solve per unit right-hand side, bit for bit
+        Rb = np.zeros((N, d))
+        G.sqr_solve_units(ga, ws, m, Rb)
+        for j in range(d):
+            e = np.zeros(m + d)
+            e[m + j] = 1.0
+            x = np.zeros(N)
+            G.sqr_solve(ga, ws, e, x)
+            assert np.array_equal(Rb[:, j], x)
+        # the steps of the loop: a position problem from a perturbed z^i, the next one
+        # from its solution (reusing the factorisation; with "fresh" the first residual
+        # from the kept operand values, as the loop does after the first iterate of a
+        # step), then the velocities, accelerations and R
+        zi = np.array([Ji[m + k, 0] for k in range(d)]) + 1e-4 * rng.standard_normal(d)
+        zi2 = zi + 1e-6 * rng.standard_normal(d)
+        acc = rng.standard_normal(d)
+        out = {}
+        for path in ("interpreter", "program", "fresh"):
+            qq = q.copy()
+            ar = aref.copy()
+            w = G.make_ws(ga)
+            pw = G.row_program(ga, p, w)
+            v = np.zeros(N)
+            a = np.zeros(N)
+            Rs = np.zeros((N, d))
+            rhs = np.zeros(m + d)
+            J = np.zeros((m + d, 6))
+            if path == "interpreter":
+                st1 = G.solve_position(ga, ma, p, t, zi, qq, ar, w, 1e-12, 20, False)
+                st2 = G.solve_position(ga, ma, p, t, zi2, qq, ar, w, 1e-12, 20, True)
+                G.solve_va_step(ga, ma, p, t, zdi, acc, qq, v, a, Rs, ar, w, True, rhs, J)
+            else:
+                st1 = G.solve_position_p(ga, ma, pw, p, t, zi, qq, ar, w, 1e-12, 20, False,
+                                         False)
+                st2 = G.solve_position_p(ga, ma, pw, p, t, zi2, qq, ar, w, 1e-12, 20, True,
+                                         path == "fresh")
+                G.solve_va_step_p(ga, ma, pw, p, t, zdi, acc, qq, v, a, Rs, w, True, rhs, J)
+            assert st1[0] == 0 and st2[0] == 0 and st2[1] > 0
+            out[path] = (qq, ar, v, a, Rs)
+        for path in ("program", "fresh"):
+            for x, y in zip(out[path], out["interpreter"]):
+                assert np.array_equal(x, y)
+
+
+def test_row_program_falls_back_without_the_symbolic_analysis():
+    """A model without the symbolic QR analysis (or an instruction outside its pattern)
+    gets no row program: the loop takes the interpreter path."""
+    cm = _model("five-bar")
+    ga = global_model(cm)[0]
+    gn = ga._replace(**no_symbolic())
+    ws = G.make_ws(gn)
+    assert ws.gpos.shape[0] == 0
+    assert G.row_program(gn, cm.arrays.p, ws).ok[0] == 0

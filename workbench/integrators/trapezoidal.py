@@ -588,7 +588,12 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     :func:`workbench.formulations.natural.kernels.sqr_factor`), ``qdd`` comes from one solve
     and the residual ``R^T (M qdd - Q)`` from one transpose solve; ``R`` itself is formed
     only at the first iterate of a step, for the iteration matrix
-    (:func:`workbench.formulations.natural.kernels.solve_va_step`).  No step merging or
+    (:func:`workbench.formulations.natural.kernels.solve_va_step`).  The constraint rows,
+    their Jacobian, rates and accelerations come from the row program of the run
+    (:func:`workbench.formulations.natural.kernels.row_program`: the ``*_p`` kernels, the
+    same arithmetic as the operand interpreter, so the same bits), or from the interpreter
+    when the model has no program (no symbolic QR analysis, or a Jacobian entry outside its
+    pattern).  No step merging or
     sub-stepping: a failure ends the run.  Returns (status, step, t, value, bad).
 
     ``kofs``: index of the first row in the whole run (times ``t0 + (kofs + k) h``);
@@ -599,40 +604,67 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     row where it is below ``part_tol``, returning
     :data:`workbench.formulations.natural.partition.ST_REPARTITION` (coordinate
     partitioning, seed 000 eqs 6-8: the coordinates are selected again there).
+
+    Every work array of the run (the workspace, the row program
+    :func:`workbench.formulations.natural.kernels.row_program`, the state vectors) is owned
+    here; the run itself (:func:`_integrate_natural`) sees views without reference counts,
+    as :func:`integrate_semirecursive` does (``workbench.kernels.layout.borrowed``: no
+    atomic increments of ~30 arrays per kernel call).
     """
     N = q0.shape[0]
     d = zi0.shape[0]
-    ws = G.make_ws(ga)
-    sc = ws.sc
-    aref = aref0.copy()
-    q = q0.copy()
-    qd = np.zeros(N)
-    qddb = np.zeros(N)
-    qdd = np.zeros(N)
-    Rphi = np.zeros((N, d))
-    Q = np.zeros(N)
-    M = np.zeros((N, N))
-    G.mass_matrix(ga, ma, p, p, False, M)
-    Tm = np.zeros((d, d))
-    Mb = np.zeros((d, d))
-    zi = zi0.copy()
-    zdi = zdi0.copy()
-    res = np.zeros(d)
-    zp = np.zeros(p.shape[0])
-    dQk = np.zeros(N)
-    tau = np.zeros(N)
     mt = ga.phi_sf.shape[0]
-    mu_ = np.zeros(mt + d)
-    rhs_ = np.zeros(mt + d)
-    sc_jets = np.zeros((mt + d, 6))
-    dqj = np.zeros(N)
-    dqdj = np.zeros(N)
+    ws = G.make_ws(ga)
+    # the row program (per-run specialisation of the constraint rows; the interpreter
+    # path when the model has no symbolic QR or an entry falls outside its pattern)
+    pr = G.row_program(ga, p, ws)
+    own = (ws, pr, aref0.copy(), q0.copy(), zi0.copy(), zdi0.copy(), np.zeros((8, N)),
+           np.zeros((N, d)), np.zeros((N, N)), np.zeros((3, d, d)), np.zeros(p.shape[0]),
+           np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((2, d)))
+    out = _integrate_natural(
+        ga, ma, AR.borrow(p), t0, h, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit,
+        conservative, AR.borrow((T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
+                                 ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, STEP_out,
+                                 AREF_out, KAPPA_out)),
+        kofs, AR.borrow(a_init), part_tol, AR.borrow(own))
+    AR.keepalive(own)
+    return out
+
+
+@njit(cache=True)
+def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit,
+                       conservative, outs, kofs, a_init, part_tol, work):
+    """The run of :func:`integrate_natural` with its work arrays ``work`` and outputs
+    ``outs`` (borrowed views)."""
+    (T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
+     IT_out, E_out, STEP_out, AREF_out, KAPPA_out) = outs
+    ws, pr, aref, q, zi, zdi, vec, Rphi, M, dd, zp, md2, sc_jets, d2 = work
+    N = q.shape[0]
+    d = zi.shape[0]
+    sc = ws.sc
+    qd, qddb, qdd, Q, dQk, tau, dqj, dqdj = (vec[0], vec[1], vec[2], vec[3], vec[4], vec[5],
+                                             vec[6], vec[7])
+    G.mass_matrix(ga, ma, p, p, False, M)
+    Tm, Mb = dd[0], dd[1]
+    res, skv = d2[0], d2[1]
+    mu_, rhs_ = md2[0], md2[1]
+    mt = ga.phi_sf.shape[0]
     rn = 0.0
     t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
-    st, it, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit, False)
+    prog = pr.ok[0] == 1
+    if prog:
+        st, it, err, bad = G.solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws, pos_tol,
+                                              pos_maxit, False, False)
+    else:
+        st, it, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol, pos_maxit,
+                                            False)
     if st != OK:
         return st, 0, t, err, bad
-    st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
+    if prog:
+        st, bad = G.solve_va_step_p(ga, ma, pr, p, t, zdi, np.zeros(d), q, qd, qddb, Rphi, ws,
+                                    True, rhs_, sc_jets)
+    else:
+        st, bad = G.solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws)
     if st != OK:
         return st, 0, t, 0.0, bad
     bad = G.zero_length_spring(ga, ma, p, q)
@@ -657,23 +689,38 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
         zin = zi.copy()
         zdin = zdi.copy()
         t = t0 + (kofs + k0) * h + h
-        q += h * qd + 0.5 * h * h * qdd
+        hh = 0.5 * h * h
+        for k in range(N):
+            q[k] += h * qd[k] + hh * qdd[k]
         dnorm = np.inf
         rbest = np.inf
         converged = False
         iters = 0
         for it in range(newton_maxit + 1):
             trapezoidal_update(zin, zdin, an, a, h, zi, zdi)
-            st, pit, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol,
-                                                 pos_maxit, True)
+            if prog:
+                # after the first iterate of a step q is the converged position of the
+                # last one, whose operand values pr.OV still holds
+                st, pit, err, bad = G.solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws,
+                                                       pos_tol, pos_maxit, True, it > 0)
+            else:
+                st, pit, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol,
+                                                     pos_maxit, True)
             if st != OK:
                 return st, k0 + 1, t, err, bad
             # qdd = qdd_b + R a by one solve; R itself only for the iteration matrix
-            st, bad = G.solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws,
-                                      it == 0, rhs_, sc_jets)
+            if prog:
+                st, bad = G.solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws,
+                                            it == 0, rhs_, sc_jets)
+            else:
+                st, bad = G.solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws,
+                                          it == 0, rhs_, sc_jets)
             if st != OK:
                 return st, k0 + 1, t, 0.0, bad
-            bad = G.zero_length_spring(ga, ma, p, q)
+            if prog:
+                bad = G.zero_length_spring_p(ga, ma, pr)
+            else:
+                bad = G.zero_length_spring(ga, ma, p, q)
             if bad >= 0:
                 return ST_ZERO_SPRING, k0 + 1, t, 0.0, bad
             Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
@@ -710,12 +757,19 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
                     for k in range(N):
                         dqj[k] = cz * Rphi[k, j]
                         dqdj[k] = cv * Rphi[k, j]
-                    G.force_tangent(ga, ma, p, t, q, qd, dqj, dqdj, zp, aref, sc, dQk)
+                    if prog:
+                        G.force_tangent_q(ga, ma, pr, p, t, q, qd, dqj, dqdj, zp, aref, sc,
+                                          dQk)
+                    else:
+                        G.force_tangent(ga, ma, p, t, q, qd, dqj, dqdj, zp, aref, sc, dQk)
+                    # sk_i = sum_k Rphi[k, i] dQk[k] (k ascending), the d sums together
+                    skv[:] = 0.0
+                    for k in range(N):
+                        dk = dQk[k]
+                        for i in range(d):
+                            skv[i] += Rphi[k, i] * dk
                     for i in range(d):
-                        sk = 0.0
-                        for k in range(N):
-                            sk += Rphi[k, i] * dQk[k]
-                        Tm[i, j] = Mb[i, j] - sk
+                        Tm[i, j] = Mb[i, j] - skv[i]
             da, ok = LA.lu_solve_small(Tm, -res)
             if not ok:
                 return ST_MASS, k0 + 1, t, 0.0, -1
@@ -730,9 +784,15 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
             return ST_NEWTON, k0 + 1, t, rn, -1
         STEP_out[k0 + 1, 0] = 1
         STEP_out[k0 + 1, 1] = 1
-        G.record_row(ga, ma, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot,
-                     conservative, M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out,
-                     ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
+        if prog:
+            G.record_row_p(ga, ma, pr, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot,
+                           conservative, M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out,
+                           ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out,
+                           AREF_out)
+        else:
+            G.record_row(ga, ma, p, ws, k0 + 1, t, q, qd, qdd, zi, zdi, a, iters, Vpot,
+                         conservative, M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out,
+                         ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out, AREF_out)
         kappa = PT.r_ratio(ws.Rm, Rd0)
         KAPPA_out[k0 + 1] = kappa
         if kappa < part_tol:

@@ -54,10 +54,14 @@ from workbench.forces import speed_control as SC
 from workbench.forces import spring_laws as SL
 from workbench.forces import tire_mf as TL
 from workbench.formulations.semirecursive import matrixr as MR
+from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import AF_FORCE
 
 SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
+_S5x3 = AR.scratch(5, 3)
+_S7x3 = AR.scratch(7, 3)
+_S12x3 = AR.scratch(12, 3)
 # measure kinds (same codes as workbench.formulations.semirecursive.step_jacobians)
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -677,12 +681,26 @@ def update_aref(ga, ma, p, t, q, aref, sc):
 #: ``rend``, ``cstart``), the constraint jets ``jets`` and the scratch ``sc`` of
 #: :func:`scratch`.
 NaturalWorkspace = namedtuple("NaturalWorkspace", ["Th", "V", "beta", "Rm", "jets", "sc", "W",
-                                                   "hi", "rend", "cstart", "flags"])
+                                                   "hi", "rend", "cstart", "flags", "Wc", "Vc",
+                                                   "Rc", "gpos", "kmap", "moff", "ys", "xs",
+                                                   "res", "dq"])
 
 #: ``ws.flags`` entries: [0] 1 when ``Rm`` may hold non-zeros outside the symbolic pattern
 #: (after the generic loop); [1] number of factorisations by the symbolic loop; [2] by the
 #: generic loop (counters for tests and profiling); [3] 1 when the factorisation in ``ws``
-#: is the symbolic one (row and column orders ``sq_rperm``, ``sq_cperm``), 0 the generic
+#: is the symbolic one (row and column orders ``sq_rperm``, ``sq_cperm``), 0 the generic.
+#:
+#: The symbolic factorisation keeps its numbers compact (:func:`_symbolic_maps`): ``Wc``
+#: the working columns, column ``j`` over the rows ``sq_zrow[sq_zptr[j]:sq_zptr[j + 1]]``
+#: that can be non-zero in it at some stage; ``Vc`` the reflectors over their supports
+#: (``sq_vptr`` order); ``Rc`` the rows of ``R`` over their patterns (``sq_ptr`` order,
+#: diagonal first); ``gpos`` the position in ``Wc`` of each gathered entry of
+#: ``Theta_q``; ``kmap[moff[c] + i]`` the position in ``Wc`` of the ``i``-th support row of
+#: reflector ``k`` in the column ``sq_cols[c]`` it changes (``c`` in
+#: ``sq_ptr[k]:sq_ptr[k + 1]``).  The dense ``V`` and ``Rm`` (and ``W``) serve the generic
+#: loop; after a symbolic factorisation only the diagonal of ``Rm`` is set.  ``ys`` (m + d),
+#: ``xs`` (nq): scratch of the solves; ``res`` (m + d), ``dq`` (nq): scratch of
+#: :func:`solve_position_p`.
 FL_DIRTY, FL_SYMBOLIC, FL_GENERIC, FL_MODE = 0, 1, 2, 3
 
 
@@ -691,10 +709,54 @@ def make_ws(ga):
     """Per-run workspace :data:`NaturalWorkspace`."""
     N = ga.nq
     md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
+    gpos, kmap, moff = _symbolic_maps(ga, md)
+    nw = ga.sq_zptr[N] if gpos.shape[0] > 0 else 0
+    nv = ga.sq_vptr[N] if gpos.shape[0] > 0 else 0
+    nr = ga.sq_ptr[N] if gpos.shape[0] > 0 else 0
     return NaturalWorkspace(np.zeros((md, N)), np.zeros((N, md)), np.zeros(N), np.zeros((N, N)),
                             np.zeros((md, 6)), scratch(ga), np.zeros((N, md)),
                             np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64),
-                            np.zeros(N, dtype=np.int64), np.zeros(4, dtype=np.int64))
+                            np.zeros(N, dtype=np.int64), np.zeros(4, dtype=np.int64),
+                            np.zeros(nw), np.zeros(nv), np.zeros(nr), gpos, kmap, moff,
+                            np.zeros(md), np.zeros(N), np.zeros(md), np.zeros(N))
+
+
+@njit(cache=True)
+def _symbolic_maps(ga, md):
+    """``(gpos, kmap, moff)`` of the compact symbolic factorisation (see
+    :data:`NaturalWorkspace`); empty arrays for a model without the symbolic analysis."""
+    N = ga.nq
+    if ga.sq_cperm.shape[0] != N or ga.sq_mask.shape[1] != md or N == 0:
+        return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.int64))
+    zptr, zrow, vptr, vrows = ga.sq_zptr, ga.sq_zrow, ga.sq_vptr, ga.sq_vrows
+    ptr, cols, gptr, grow = ga.sq_ptr, ga.sq_cols, ga.sq_gptr, ga.sq_grow
+    where = np.full(md, -1, dtype=np.int64)
+    gpos = np.zeros(gptr[N], dtype=np.int64)
+    for j in range(N):
+        for c in range(zptr[j], zptr[j + 1]):
+            where[zrow[c]] = c
+        for c in range(gptr[j], gptr[j + 1]):
+            gpos[c] = where[grow[c]]
+        for c in range(zptr[j], zptr[j + 1]):
+            where[zrow[c]] = -1
+    moff = np.zeros(ptr[N] + 1, dtype=np.int64)
+    for k in range(N):
+        nk = vptr[k + 1] - vptr[k]
+        for c in range(ptr[k], ptr[k + 1]):
+            moff[c + 1] = moff[c] + nk
+    kmap = np.zeros(moff[ptr[N]], dtype=np.int64)
+    # per column j, the pairs (k, c) with cols[c] == j
+    for k in range(N):
+        for c in range(ptr[k], ptr[k + 1]):
+            j = cols[c]
+            for e in range(zptr[j], zptr[j + 1]):
+                where[zrow[e]] = e
+            for i in range(vptr[k], vptr[k + 1]):
+                kmap[moff[c] + i - vptr[k]] = where[vrows[i]]
+            for e in range(zptr[j], zptr[j + 1]):
+                where[zrow[e]] = -1
+    return gpos, kmap, moff
 
 
 # ----------------------------------------------------------------------------------------
@@ -712,19 +774,17 @@ def sqr_factor(ga, Th, ws, rtol):
     structurally non-zero in column ``k`` at that stage; row-merge sparse QR) and only on
     the columns of its list, so the cost is ``sum_k |support_k| |columns_k|`` (buggy: about
     6e3 multiply-adds instead of 9.5e4 for the profile loop of :func:`sqr_factor_generic`).
-    Only the pattern's entries are gathered (and the fill positions zeroed); the non-zeros of
-    the whole matrix are counted against those gathered, so an entry outside the pattern
+    Only the pattern's entries are gathered, into the compact working columns ``ws.Wc``
+    (whose other positions, the fill, are zeroed; :data:`NaturalWorkspace`); the non-zeros
+    of the whole matrix are counted against those gathered, so an entry outside the pattern
     (a configuration or design where a structurally absent term appears), or a model
     without the analysis, sends the factorisation to :func:`sqr_factor_generic`
     (``ws.flags[FL_MODE]`` says which one the solves read).
     Returns the ORIGINAL index of the first column whose diagonal entry is below ``rtol``
     times the largest column norm, or -1."""
-    V, beta, Rm, W, hi, rend, cstart = ws.V, ws.beta, ws.Rm, ws.W, ws.hi, ws.rend, ws.cstart
-    fl = ws.flags
+    Wc, gpos = ws.Wc, ws.gpos
     mr, n = Th.shape
-    ptr, cols, vptr, vrows, mask = ga.sq_ptr, ga.sq_cols, ga.sq_vptr, ga.sq_vrows, ga.sq_mask
-    cp = ga.sq_cperm
-    if cp.shape[0] != n or mask.shape[1] != mr:
+    if ga.sq_cperm.shape[0] != n or ga.sq_mask.shape[1] != mr or gpos.shape[0] == 0:
         return sqr_factor_generic(ga, Th, ws, rtol)
     # every non-zero of Theta_q must lie in the symbolic pattern: count them (one
     # contiguous pass) against those gathered from the pattern
@@ -733,77 +793,133 @@ def sqr_factor(ga, Th, ws, rtol):
     for x in Tf:
         if x != 0.0:
             nnz += 1
-    gptr, grow, gsrc, zptr, zrow = ga.sq_gptr, ga.sq_grow, ga.sq_gsrc, ga.sq_zptr, ga.sq_zrow
+    gptr, gsrc, zptr = ga.sq_gptr, ga.sq_gsrc, ga.sq_zptr
     scale = 0.0
     ngot = 0
     for j in range(n):
-        wj = W[j]
         for c in range(zptr[j], zptr[j + 1]):
-            wj[zrow[c]] = 0.0
+            Wc[c] = 0.0
         s = 0.0
         for c in range(gptr[j], gptr[j + 1]):
             x = Tf[gsrc[c]]
-            wj[grow[c]] = x
+            Wc[gpos[c]] = x
             s += x * x
             if x != 0.0:
                 ngot += 1
         scale = max(scale, np.sqrt(s))
     if ngot != nnz:
         return sqr_factor_generic(ga, Th, ws, rtol)
+    return _sqr_numeric(ga, ws, scale, rtol)
+
+
+@njit(cache=True)
+def _sqr_numeric(ga, ws, scale, rtol):
+    """The numeric loop of :func:`sqr_factor` on the gathered compact working columns
+    ``ws.Wc`` (:data:`NaturalWorkspace`; ``scale`` the largest column norm of
+    ``Theta_q``): reflector ``k`` from the support rows of column ``k`` into ``ws.Vc``,
+    applied to each column of its list through ``ws.kmap`` (the arithmetic of the dense
+    loop before, in the same order), then the rows of ``R`` into ``ws.Rc`` and its diagonal
+    into ``ws.Rm``.  Returns the ORIGINAL index of the first column whose diagonal is below
+    ``rtol scale``, or -1."""
+    Wc, Vc, Rc, beta, Rm, hi = ws.Wc, ws.Vc, ws.Rc, ws.beta, ws.Rm, ws.hi
+    kmap, moff = ws.kmap, ws.moff
+    fl = ws.flags
+    n = Rm.shape[0]
+    ptr, vptr, vrows = ga.sq_ptr, ga.sq_vptr, ga.sq_vrows
+    cp = ga.sq_cperm
     if scale == 0.0:
         scale = 1.0
     fl[FL_SYMBOLIC] += 1
     fl[FL_MODE] = 1
     bad = -1
     for k in range(n):
-        wk = W[k]
-        vk = V[k]
         v0, v1 = vptr[k], vptr[k + 1]
+        nk = v1 - v0
+        mk = moff[ptr[k]]             # column k itself is the first of its list
         nrm = 0.0
-        for c in range(v0, v1):
-            i = vrows[c]
-            nrm += wk[i] * wk[i]
+        for c in range(nk):
+            x = Wc[kmap[mk + c]]
+            nrm += x * x
         nrm = np.sqrt(nrm)
-        alpha = -nrm if wk[k] >= 0.0 else nrm
-        for c in range(v0, v1):
-            i = vrows[c]
-            vk[i] = wk[i]
-        vk[k] -= alpha
+        alpha = -nrm if Wc[kmap[mk]] >= 0.0 else nrm
+        for c in range(nk):
+            Vc[v0 + c] = Wc[kmap[mk + c]]
+        Vc[v0] -= alpha
         vn = 0.0
         for c in range(v0, v1):
-            i = vrows[c]
-            vn += vk[i] * vk[i]
+            vn += Vc[c] * Vc[c]
         beta[k] = 2.0 / vn if vn > 0.0 else 0.0
         bk = beta[k]
         hi[k] = vrows[v1 - 1]
-        for cc in range(ptr[k], ptr[k + 1]):
-            wj = W[cols[cc]]
-            s = 0.0
-            for c in range(v0, v1):
-                i = vrows[c]
-                s += vk[i] * wj[i]
-            s *= bk
-            if s != 0.0:
-                for c in range(v0, v1):
-                    i = vrows[c]
-                    wj[i] -= s * vk[i]
-        if abs(wk[k]) <= rtol * scale and bad < 0:
+        # the column updates, written out for supports of 1 to 4 rows (the same sums in
+        # the same order: s = 0 + a0 w0 + a1 w1 + ...)
+        if nk == 1:
+            a0 = Vc[v0]
+            for cc in range(ptr[k], ptr[k + 1]):
+                i0 = kmap[moff[cc]]
+                s = (a0 * Wc[i0]) * bk
+                if s != 0.0:
+                    Wc[i0] -= s * a0
+        elif nk == 2:
+            a0 = Vc[v0]
+            a1 = Vc[v0 + 1]
+            for cc in range(ptr[k], ptr[k + 1]):
+                mc = moff[cc]
+                i0 = kmap[mc]
+                i1 = kmap[mc + 1]
+                s = (a0 * Wc[i0] + a1 * Wc[i1]) * bk
+                if s != 0.0:
+                    Wc[i0] -= s * a0
+                    Wc[i1] -= s * a1
+        elif nk == 3:
+            a0 = Vc[v0]
+            a1 = Vc[v0 + 1]
+            a2 = Vc[v0 + 2]
+            for cc in range(ptr[k], ptr[k + 1]):
+                mc = moff[cc]
+                i0 = kmap[mc]
+                i1 = kmap[mc + 1]
+                i2 = kmap[mc + 2]
+                s = (a0 * Wc[i0] + a1 * Wc[i1] + a2 * Wc[i2]) * bk
+                if s != 0.0:
+                    Wc[i0] -= s * a0
+                    Wc[i1] -= s * a1
+                    Wc[i2] -= s * a2
+        elif nk == 4:
+            a0 = Vc[v0]
+            a1 = Vc[v0 + 1]
+            a2 = Vc[v0 + 2]
+            a3 = Vc[v0 + 3]
+            for cc in range(ptr[k], ptr[k + 1]):
+                mc = moff[cc]
+                i0 = kmap[mc]
+                i1 = kmap[mc + 1]
+                i2 = kmap[mc + 2]
+                i3 = kmap[mc + 3]
+                s = (a0 * Wc[i0] + a1 * Wc[i1] + a2 * Wc[i2] + a3 * Wc[i3]) * bk
+                if s != 0.0:
+                    Wc[i0] -= s * a0
+                    Wc[i1] -= s * a1
+                    Wc[i2] -= s * a2
+                    Wc[i3] -= s * a3
+        else:
+            for cc in range(ptr[k], ptr[k + 1]):
+                mc = moff[cc]
+                s = 0.0
+                for c in range(nk):
+                    s += Vc[v0 + c] * Wc[kmap[mc + c]]
+                s *= bk
+                if s != 0.0:
+                    for c in range(nk):
+                        Wc[kmap[mc + c]] -= s * Vc[v0 + c]
+        if abs(Wc[kmap[mk]]) <= rtol * scale and bad < 0:
             bad = k
-    if fl[FL_DIRTY] != 0:
-        Rm[:, :] = 0.0
-        fl[FL_DIRTY] = 0
-    for j in range(n):
-        cstart[j] = j
+    # row i of R: entry (i, cols[c]) is the first support row (i) of reflector i in that
+    # column
     for i in range(n):
-        rend[i] = i
         for c in range(ptr[i], ptr[i + 1]):
-            j = cols[c]
-            x = W[j, i]
-            Rm[i, j] = x
-            if x != 0.0:
-                rend[i] = j
-                if j > i and cstart[j] == j:
-                    cstart[j] = i
+            Rc[c] = Wc[kmap[moff[c]]]
+        Rm[i, i] = Rc[ptr[i]]
     return cp[bad] if bad >= 0 else -1
 
 
@@ -816,22 +932,20 @@ def _perms(ga, ws):
 
 
 @njit(cache=True, inline="always")
-def _apply_sym(V, beta, vptr, vrows, k, y):
+def _apply_sym(Vc, beta, vptr, vrows, k, y):
     """``y = H_k y`` for reflector ``k`` of the symbolic factorisation (support
-    ``vrows[vptr[k]:vptr[k + 1]]``); False when its product with ``y`` is exactly zero
-    (``y`` unchanged)."""
-    vk = V[k]
+    ``vrows[vptr[k]:vptr[k + 1]]``, values ``Vc[vptr[k]:vptr[k + 1]]``); False when its
+    product with ``y`` is exactly zero (``y`` unchanged)."""
     v0, v1 = vptr[k], vptr[k + 1]
     s = 0.0
     for c in range(v0, v1):
-        i = vrows[c]
-        s += vk[i] * y[i]
+        s += Vc[c] * y[vrows[c]]
     s *= beta[k]
     if s == 0.0:
         return False
     for c in range(v0, v1):
         i = vrows[c]
-        y[i] -= s * vk[i]
+        y[i] -= s * Vc[c]
     return True
 
 
@@ -860,7 +974,7 @@ def _apply_qt(ga, ws, y):
     if ws.flags[FL_MODE] == 1:
         vptr, vrows = ga.sq_vptr, ga.sq_vrows
         for k in range(n):
-            _apply_sym(V, beta, vptr, vrows, k, y)
+            _apply_sym(ws.Vc, beta, vptr, vrows, k, y)
     else:
         hi = ws.hi
         for k in range(n):
@@ -875,7 +989,7 @@ def _apply_q(ga, ws, y):
     if ws.flags[FL_MODE] == 1:
         vptr, vrows = ga.sq_vptr, ga.sq_vrows
         for k in range(n - 1, -1, -1):
-            _apply_sym(V, beta, vptr, vrows, k, y)
+            _apply_sym(ws.Vc, beta, vptr, vrows, k, y)
     else:
         hi = ws.hi
         for k in range(n - 1, -1, -1):
@@ -889,13 +1003,12 @@ def _back(ga, ws, y, xp):
     Rm = ws.Rm
     n = Rm.shape[0]
     if ws.flags[FL_MODE] == 1:
-        ptr, cols = ga.sq_ptr, ga.sq_cols
+        ptr, cols, Rc = ga.sq_ptr, ga.sq_cols, ws.Rc
         for i in range(n - 1, -1, -1):
             s = y[i]
             for c in range(ptr[i] + 1, ptr[i + 1]):
-                j = cols[c]
-                s -= Rm[i, j] * xp[j]
-            xp[i] = s / Rm[i, i]
+                s -= Rc[c] * xp[cols[c]]
+            xp[i] = s / Rc[ptr[i]]
         return
     rend = ws.rend
     for i in range(n - 1, -1, -1):
@@ -1003,11 +1116,11 @@ def sqr_solve(ga, ws, b, x):
     mr = ws.V.shape[1]
     n = Rm.shape[0]
     rp, cp = _perms(ga, ws)
-    y = np.empty(mr)
+    y = ws.ys
     for i in range(mr):
         y[i] = b[rp[i]]
     _apply_qt(ga, ws, y)
-    xp = np.empty(n)
+    xp = ws.xs
     _back(ga, ws, y, xp)
     for j in range(n):
         x[cp[j]] = xp[j]
@@ -1020,13 +1133,17 @@ def sqr_solve_units(ga, ws, r0, X):
     degree-of-freedom rows), from :func:`sqr_factor`: the arithmetic of :func:`sqr_solve`
     column by column, skipping the reflectors that start after the last row that can be
     non-zero yet or end before the first (their product with the right-hand side is
-    exactly zero, and :func:`sqr_solve` skips it too)."""
+    exactly zero, and :func:`sqr_solve` skips it too).  After a symbolic factorisation all
+    the columns are solved together (:func:`_units_block`)."""
     Rm, hi, V, beta = ws.Rm, ws.hi, ws.V, ws.beta
     mr = V.shape[1]
     n = Rm.shape[0]
     rp, cp = _perms(ga, ws)
     sym = ws.flags[FL_MODE] == 1
     vptr, vrows = ga.sq_vptr, ga.sq_vrows
+    if sym:
+        _units_block(ga, ws, r0, X)
+        return
     y = np.empty(mr)
     xp = np.empty(n)
     for j in range(X.shape[1]):
@@ -1045,7 +1162,7 @@ def sqr_solve_units(ga, ws, r0, X):
             if hi[k] < lo:
                 continue
             if sym:
-                hit = _apply_sym(V, beta, vptr, vrows, k, y)
+                hit = _apply_sym(ws.Vc, beta, vptr, vrows, k, y)
             else:
                 hit = _apply_gen(V, beta, hi, k, y)
             if hit:
@@ -1057,6 +1174,59 @@ def sqr_solve_units(ga, ws, r0, X):
 
 
 @njit(cache=True)
+def _units_block(ga, ws, r0, X):
+    """:func:`sqr_solve_units` after a symbolic factorisation, the ``d`` right-hand sides
+    carried together: every reflector applied to the ``d`` columns at once, then one back
+    substitution with ``d`` independent sums per row of ``R`` (independent chains instead of
+    ``d`` serial passes).  Each column gets the arithmetic of :func:`sqr_solve` in the same
+    order (a reflector whose product with a column is exactly zero leaves it unchanged, as
+    the skipped ones do), so the same bits."""
+    Vc, Rc, beta = ws.Vc, ws.Rc, ws.beta
+    mr = ws.V.shape[1]
+    n = ws.Rm.shape[0]
+    d = X.shape[1]
+    rp, cp = ga.sq_rperm, ga.sq_cperm
+    vptr, vrows, ptr, cols = ga.sq_vptr, ga.sq_vrows, ga.sq_ptr, ga.sq_cols
+    Y = np.zeros((mr, d))
+    for i in range(mr):
+        j = rp[i] - r0
+        if j >= 0 and j < d:
+            Y[i, j] = 1.0
+    sv = np.empty(d)
+    for k in range(n):
+        bk = beta[k]
+        sv[:] = 0.0
+        for c in range(vptr[k], vptr[k + 1]):
+            vc = Vc[c]
+            yr = Y[vrows[c]]
+            for j in range(d):
+                sv[j] += vc * yr[j]
+        for j in range(d):
+            sv[j] *= bk
+        for c in range(vptr[k], vptr[k + 1]):
+            vc = Vc[c]
+            yr = Y[vrows[c]]
+            for j in range(d):
+                if sv[j] != 0.0:
+                    yr[j] -= sv[j] * vc
+    Xp = np.empty((n, d))
+    for i in range(n - 1, -1, -1):
+        for j in range(d):
+            sv[j] = Y[i, j]
+        for c in range(ptr[i] + 1, ptr[i + 1]):
+            rc = Rc[c]
+            xr = Xp[cols[c]]
+            for j in range(d):
+                sv[j] -= rc * xr[j]
+        dg = Rc[ptr[i]]
+        for j in range(d):
+            Xp[i, j] = sv[j] / dg
+    for c in range(n):
+        for j in range(d):
+            X[cp[c], j] = Xp[c, j]
+
+
+@njit(cache=True)
 def sqr_solve_transpose(ga, ws, c, mu):
     """Minimum-norm solution of ``Theta_q^T mu = c`` (``mu = (Theta_q^+)^T c``) from
     :func:`sqr_factor` (permuted form of :func:`workbench.kernels.linalg.qr_solve_transpose`)."""
@@ -1064,18 +1234,18 @@ def sqr_solve_transpose(ga, ws, c, mu):
     mr = ws.V.shape[1]
     n = Rm.shape[0]
     rp, cp = _perms(ga, ws)
-    y = np.zeros(mr)
+    y = ws.ys
+    y[:] = 0.0
     if ws.flags[FL_MODE] == 1:
         # column-oriented forward substitution on the row patterns of R
-        ptr, cols = ga.sq_ptr, ga.sq_cols
+        ptr, cols, Rc = ga.sq_ptr, ga.sq_cols, ws.Rc
         for i in range(n):
             y[i] = c[cp[i]]
         for i in range(n):
-            yi = y[i] / Rm[i, i]
+            yi = y[i] / Rc[ptr[i]]
             y[i] = yi
             for cc in range(ptr[i] + 1, ptr[i + 1]):
-                j = cols[cc]
-                y[j] -= Rm[i, j] * yi
+                y[cols[cc]] -= Rc[cc] * yi
     else:
         for i in range(n):
             s = c[cp[i]]
@@ -1303,12 +1473,17 @@ def projected_mass(ga, M, Rphi, out):
                     mrc = M[r, col]
                     for j in range(d):
                         MRp[r, j] += mrc * Rphi[col, j]
+    # out[i, j] = sum_k Rphi[k, i] MRp[k, j], k ascending as before, the d sums of a row
+    # of out carried together (independent chains instead of one serial sum)
+    acc = np.empty(d)
     for i in range(d):
+        acc[:] = 0.0
+        for k in range(N):
+            rki = Rphi[k, i]
+            for j in range(d):
+                acc[j] += rki * MRp[k, j]
         for j in range(d):
-            s = 0.0
-            for k in range(N):
-                s += Rphi[k, i] * MRp[k, j]
-            out[i, j] = s
+            out[i, j] = acc[j]
 
 
 @njit(cache=True)
@@ -1573,11 +1748,10 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
                 Q[s0 + (1 + k) * D + i] += m * gk * grav[i]
                 x += gk * q[s0 + (1 + k) * D + i]
             V -= m * grav[i] * x
-    x1 = np.zeros(3)
-    x2 = np.zeros(3)
-    v1 = np.zeros(3)
-    v2 = np.zeros(3)
-    F = np.zeros(3)
+    # the small temporaries on the stack (no allocation per call)
+    S = _S5x3()
+    S[:, :] = 0.0
+    x1, x2, v1, v2, F = S[0], S[1], S[2], S[3], S[4]
     for s in range(ma.sp_pt.shape[0]):
         o1 = ga.pt_op[ma.sp_pt[s, 0]]
         o2 = ga.pt_op[ma.sp_pt[s, 1]]
@@ -1602,9 +1776,10 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
             F[i] = T * (x2[i] - x1[i]) / L
         op_grad(ga, p, o1, F, 1.0, Q)
         op_grad(ga, p, o2, F, -1.0, Q)
-    jet = np.zeros(6)
-    z = np.zeros(N)
-    for s in range(ma.js_coord.shape[0]):
+    nj = ma.js_coord.shape[0]
+    jet = np.zeros(6 if nj > 0 else 0)
+    z = np.zeros(N if nj > 0 else 0)
+    for s in range(nj):
         sf = ga.jc_sf[ma.js_coord[s]]
         sf_jet(ga, ma, p, sf, t, q, qd, z, z, z, z, p, False, aref, sc, jet)
         k = p[ma.js_k[s]]
@@ -1635,7 +1810,8 @@ def generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q):
                     Q[e0 + 2] += 0.5 * f * (d0 * q[e0 + 1] - d1 * q[e0])
     if ma.ty_pt.shape[0] > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-        v = np.zeros((7, 3))
+        v = _S7x3()
+        v[:, :] = 0.0
         for s in range(ma.ty_pt.shape[0]):
             b = tire_inputs(ga, ma, p, s, q, qd, v[0], v[1], v[2], v[3])
             o = ma.ty_par[s]
@@ -1673,7 +1849,6 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
     v = np.zeros((21, 3))
     x1, x2, v1, v2, tmp, dx, dv, F, dF = v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
     V = v[9:21]
-    z = np.zeros(q.shape[0])
     for s in range(ma.sp_pt.shape[0]):
         o1 = ga.pt_op[ma.sp_pt[s, 0]]
         o2 = ga.pt_op[ma.sp_pt[s, 1]]
@@ -1722,6 +1897,17 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
         op_grad(ga, p, o2, dF, -1.0, dQ)
         op_grad_w(ga, dp, o1, F, 1.0, dQ, True)
         op_grad_w(ga, dp, o2, F, -1.0, dQ, True)
+    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF)
+
+
+@njit(cache=True)
+def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF):
+    """``dQ +=`` the tangents of the joint springs, applied forces and torques, tires and
+    speed controls along ``(dq, dqd, dp)``: the part of :func:`force_tangent` after the
+    gravity and the point-to-point springs (``V`` (12, 3), ``F``, ``dF`` (3): scratch)."""
+    D = ga.D
+    nqb = ga.nqb
+    z = np.zeros(q.shape[0] if ma.js_coord.shape[0] > 0 else 0)
     jet = np.zeros(6)
     for s in range(ma.js_coord.shape[0]):
         sf = ga.jc_sf[ma.js_coord[s]]
@@ -1769,6 +1955,53 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
     tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
     if ma.sc_pt.shape[0] > 0:
         speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ)
+
+
+@njit(cache=True)
+def force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ):
+    """:func:`force_tangent` along a state direction ``(dq, dqd)`` (no field direction:
+    ``zp`` is a zero vector of the fields' length), at the ``(q, qd)`` whose operand values
+    and rates ``pr.OV``, ``pr.OR`` the row program holds (:func:`solve_position_p`,
+    :func:`solve_va_step_p`): the gravity (constant in ``q``) adds nothing, the springs'
+    point positions and velocities are read from ``pr`` instead of being applied again,
+    and the terms along the field direction (exact zeros) are left out; the other
+    arithmetic is that of :func:`force_tangent`, in the same order.  For the iteration
+    matrix of the loop (one call per column of ``R``)."""
+    D = ga.D
+    dQ[:] = 0.0
+    OV, OR = pr.OV, pr.OR
+    v = _S12x3()
+    v[:, :] = 0.0
+    x2, v2, tmp, dx, dv, F, dF = v[0], v[1], v[2], v[3], v[4], v[5], v[6]
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        for i in range(D):
+            x2[i] = OV[o2, i] - OV[o1, i]
+            v2[i] = OR[o2, i] - OR[o1, i]
+        op_apply(ga, o2, dq, p, False, False, dx)
+        op_apply(ga, o1, dq, p, False, False, tmp)
+        for i in range(D):
+            dx[i] -= tmp[i]
+        op_apply(ga, o2, dqd, p, False, False, dv)
+        op_apply(ga, o1, dqd, p, False, False, tmp)
+        for i in range(D):
+            dv[i] -= tmp[i]
+        L = np.sqrt(_dot(x2, x2, D))
+        Ld = _dot(x2, v2, D) / L
+        dL = _dot(x2, dx, D) / L
+        dLd = (_dot(dx, v2, D) + _dot(x2, dv, D)) / L - Ld * dL / L
+        law, kx, cx = ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1]
+        T, TL, TLd, _ = SL.tension(law, kx, cx, law[2], p, ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s],
+                                   L, Ld)
+        dT = TL * dL + TLd * dLd
+        for i in range(D):
+            F[i] = T * x2[i] / L
+            dF[i] = dT * x2[i] / L + T * dx[i] / L - T * x2[i] * dL / (L * L)
+        op_grad(ga, p, o1, dF, 1.0, dQ)
+        op_grad(ga, p, o2, dF, -1.0, dQ)
+    W = np.zeros((12, 3))
+    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, W, F, dF)
 
 
 @njit(cache=True)
@@ -1840,3 +2073,559 @@ def record_row(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conserv
         E_out[k] = 0.5 * (qd @ (M @ qd)) + Vpot
 
 
+# ----------------------------------------------------------------------------------------
+# row programs: the interpreter's per-row work specialised once per run (issue 29)
+# ----------------------------------------------------------------------------------------
+
+#: Per-run "row program" of the rows of ``Theta``, made by :func:`row_program` from the
+#: model and the parameters of a run (``p`` is fixed along a run):
+#:
+#: * ``tw (nterms, 4)``: per operand term its origin weight and its local vector
+#:   ``c + p[f1] + p[f2]`` (what :func:`op_apply` rebuilds from ``p`` at every call);
+#: * ``rs (m + d)``: the scalar function of each row of ``Theta``;
+#: * the Jacobian ``Theta_q`` as a list of instructions, one per (row, operand term, slot):
+#:   ``Wc[dst[i]] += (scale[row, bl] * c) * OV[src, i]`` for ``i < D``, in the order in which
+#:   :func:`sf_grad` accumulates them (so every entry gets the same sums in the same order:
+#:   the same bits), with ``dst`` the entry's position in the compact working columns
+#:   ``ws.Wc`` of the symbolic sparse QR (:func:`sqr_factor`), -1 for a product with a zero
+#:   component of a constant operand (an exact zero at every ``q``): ``ins_src``,
+#:   ``ins_bl``, ``ins_row``, ``ins_c``, ``ins_dst (nins, D)``;
+#: * ``OV``, ``OR``, ``OA`` (nops, 3): the operand values at the current ``q``, their rates
+#:   along ``qd`` and accelerations along ``qdd`` (scratch, filled by :func:`prog_values`,
+#:   :func:`prog_va` and :func:`record_row_p`); ``RS (m + d, 2)``
+#:   the row scales of the Jacobian (1 for a bilinear row, ``1 / sqrt(1 - u^2)`` for an
+#:   ``asin``, ``-y / r2`` and ``x / r2`` for an angle);
+#: * ``ok[0]``: 1 when every instruction lands in the symbolic pattern (the program path is
+#:   used), 0 when not or when the model has no symbolic analysis (the interpreter path,
+#:   :func:`theta_jacobian` and :func:`sqr_factor`, is used instead).
+RowProgram = namedtuple("RowProgram", ["tw", "rs", "ins_src", "ins_bl", "ins_row", "ins_c",
+                                       "ins_dst", "OV", "OR", "OA", "RS", "ok"])
+
+
+@njit(cache=True)
+def _term_weights(ga, p):
+    """``tw[t] = [org, w0, w1, w2]``: the origin weight and the local vector
+    ``c + p[f1] + p[f2]`` of every operand term, summed in the order of :func:`op_apply`."""
+    nt = ga.tm_body.shape[0]
+    tw = np.zeros((nt, 4))
+    for t in range(nt):
+        f1 = ga.tm_f1[t]
+        f2 = ga.tm_f2[t]
+        tw[t, 0] = ga.tm_org[t]
+        for k in range(3):
+            w = ga.tm_c[t, k]
+            if f1 >= 0:
+                w += p[f1 + k]
+            if f2 >= 0:
+                w += p[f2 + k]
+            tw[t, 1 + k] = w
+    return tw
+
+
+@njit(cache=True)
+def row_program(ga, p, ws):
+    """The :data:`RowProgram` of the rows of ``Theta`` for the parameters ``p`` and the
+    workspace ``ws`` of :func:`make_ws` (its compact map ``ws.gpos``).  The instructions
+    follow :func:`sf_grad` (operand by operand in the order ``o0 (times B), o1 (times A),
+    o2, o3``; per term its ``D`` frame-vector slots, then its origin; terms without a body
+    or with a zero weight skipped, as :func:`op_grad_w` skips them) and land at the
+    positions of ``ws.Wc`` that the gather of :func:`sqr_factor` fills; ``ok[0] = 0`` when
+    one lands outside the symbolic pattern or the model has none."""
+    D = ga.D
+    nqb = ga.nqb
+    N = ga.nq
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    nops = ga.op_ptr.shape[0] - 1
+    tw = _term_weights(ga, p)
+    rs = np.zeros(m + d, dtype=np.int64)
+    for k in range(m + d):
+        rs[k] = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+    ok = np.ones(1, dtype=np.int64)
+    if ws.gpos.shape[0] == 0:
+        ok[0] = 0
+    # position in the compact working columns ws.Wc of each entry of Theta_q (flat
+    # row-major index), -1 outside the symbolic pattern
+    pos = np.full((m + d) * N, -1, dtype=np.int64)
+    if ok[0] == 1:
+        for c in range(ws.gpos.shape[0]):
+            pos[ga.sq_gsrc[c]] = ws.gpos[c]
+    # the operands without a body term are constants: a zero component of one gives
+    # Jacobian entries that are exact zeros at every q (e.g. the second component of a
+    # ground axis (1, 0, 0)); those instructions are dropped (dst = -1), wherever they land
+    const = np.ones(nops, dtype=np.bool_)
+    for o in range(nops):
+        for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+            if ga.tm_body[t] >= 0:
+                const[o] = False
+    CV = np.zeros((nops, 3))
+    prog_operands(ga, tw, np.zeros(N), True, CV)
+    # count, then fill
+    nins = 0
+    for k in range(m + d):
+        s = rs[k]
+        nbl = 1 if ga.sf_kind[s] != SF_ANGLE else 2
+        for u in range(2 * nbl):
+            o = ga.sf_op[s, u]
+            for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+                if ga.tm_body[t] < 0:
+                    continue
+                for kk in range(D):
+                    if tw[t, 1 + kk] != 0.0:
+                        nins += 1
+                if tw[t, 0] != 0.0:
+                    nins += 1
+    ins_src = np.zeros(nins, dtype=np.int64)
+    ins_bl = np.zeros(nins, dtype=np.int64)
+    ins_row = np.zeros(nins, dtype=np.int64)
+    ins_c = np.zeros(nins)
+    ins_dst = np.zeros((nins, D), dtype=np.int64)
+    n = 0
+    for k in range(m + d):
+        s = rs[k]
+        nbl = 1 if ga.sf_kind[s] != SF_ANGLE else 2
+        for u in range(2 * nbl):
+            o = ga.sf_op[s, u]
+            src = ga.sf_op[s, u ^ 1]       # o0 is multiplied by B = op o1, o1 by A, ...
+            for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+                b = ga.tm_body[t]
+                if b < 0:
+                    continue
+                sg = ga.tm_sign[t]
+                s0 = b * nqb
+                for slot in range(D + 1):
+                    # slots 1..D (the frame vectors) first, then the origin (slot 0)
+                    sl = slot + 1 if slot < D else 0
+                    w = tw[t, sl]
+                    if w == 0.0:
+                        continue
+                    ins_src[n] = src
+                    ins_bl[n] = u // 2
+                    ins_row[n] = k
+                    ins_c[n] = sg * w
+                    for i in range(D):
+                        col = s0 + sl * D + i
+                        ds = pos[k * N + col]
+                        if const[src] and CV[src, i] == 0.0:
+                            ds = -1
+                        elif ds < 0:
+                            ok[0] = 0
+                        ins_dst[n, i] = ds
+                    n += 1
+    return RowProgram(tw, rs, ins_src, ins_bl, ins_row, ins_c, ins_dst, np.zeros((nops, 3)),
+                      np.zeros((nops, 3)), np.zeros((nops, 3)), np.zeros((m + d, 2)), ok)
+
+
+@njit(cache=True)
+def prog_operands(ga, tw, x, affine, out):
+    """``out[o, :D]`` = every operand applied to ``x`` (:func:`op_apply` with the term
+    weights ``tw`` of :func:`row_program`: the same arithmetic in the same order), with the
+    ground terms when ``affine`` (values at ``q``), without them for rates along ``qd``."""
+    D = ga.D
+    nqb = ga.nqb
+    for o in range(ga.op_ptr.shape[0] - 1):
+        v0 = 0.0
+        v1 = 0.0
+        v2 = 0.0
+        for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+            b = ga.tm_body[t]
+            sg = ga.tm_sign[t]
+            w0 = tw[t, 1]
+            w1 = tw[t, 2]
+            w2 = tw[t, 3]
+            if b < 0:
+                if affine:
+                    v0 += sg * w0
+                    v1 += sg * w1
+                    if D == 3:
+                        v2 += sg * w2
+                continue
+            s0 = b * nqb
+            og = tw[t, 0]
+            if D == 3:
+                v0 += sg * (og * x[s0] + w0 * x[s0 + 3] + w1 * x[s0 + 6] + w2 * x[s0 + 9])
+                v1 += sg * (og * x[s0 + 1] + w0 * x[s0 + 4] + w1 * x[s0 + 7]
+                            + w2 * x[s0 + 10])
+                v2 += sg * (og * x[s0 + 2] + w0 * x[s0 + 5] + w1 * x[s0 + 8]
+                            + w2 * x[s0 + 11])
+            else:
+                v0 += sg * (og * x[s0] + w0 * x[s0 + 2] + w1 * x[s0 + 4])
+                v1 += sg * (og * x[s0 + 1] + w0 * x[s0 + 3] + w1 * x[s0 + 5])
+        out[o, 0] = v0
+        out[o, 1] = v1
+        out[o, 2] = v2
+
+
+@njit(cache=True, inline="always")
+def _odot(OA, a, OB, b, D):
+    """``OA[a] . OB[b]`` over the first ``D`` components (the order of :func:`_dot`)."""
+    s = 0.0
+    for i in range(D):
+        s += OA[a, i] * OB[b, i]
+    return s
+
+
+@njit(cache=True)
+def prog_values(ga, ma, pr, p, t, q, aref, out):
+    """:func:`theta_values` by the row program: the operand values at ``q`` into ``pr.OV``
+    (kept for :func:`prog_factor`, :func:`prog_va` and :func:`prog_update_aref` at the same
+    ``q``), then the value of every row of ``Theta`` into ``out[:, 0]`` (same arithmetic)."""
+    prog_operands(ga, pr.tw, q, True, pr.OV)
+    prog_rows(ga, ma, pr, p, t, aref, out)
+
+
+@njit(cache=True)
+def prog_rows(ga, ma, pr, p, t, aref, out):
+    """The row values of :func:`prog_values` (``out[:, 0]``) from the operand values
+    already in ``pr.OV``."""
+    D = ga.D
+    OV = pr.OV
+    rs = pr.rs
+    for k in range(rs.shape[0]):
+        s = rs[k]
+        o0 = ga.sf_op[s, 0]
+        o1 = ga.sf_op[s, 1]
+        kind = ga.sf_kind[s]
+        x = _odot(OV, o0, OV, o1, D)
+        if kind == SF_BIL:
+            v = x - ga.sf_K[s]
+            fk = ga.sf_fK[s]
+            if fk >= 0:
+                v -= p[fk] * p[fk]
+        elif kind == SF_ASIN:
+            v = np.arcsin(x)
+        else:
+            y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
+            ref = aref[s]
+            v = ref + _wrap(np.arctan2(y, x) - ref)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            v -= f
+        out[k, 0] = v
+
+
+@njit(cache=True)
+def prog_update_aref(ga, ma, pr, p, t, aref):
+    """:func:`update_aref` from the operand values ``pr.OV`` at ``q`` (:func:`prog_values`)."""
+    D = ga.D
+    OV = pr.OV
+    for s in range(ga.sf_kind.shape[0]):
+        if ga.sf_kind[s] == SF_ANGLE:
+            x = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
+            y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
+            ref = aref[s]
+            v = ref + _wrap(np.arctan2(y, x) - ref)
+            tf = ga.sf_tf[s]
+            if tf >= 0:
+                f, fd, fdd = K.time_function(ma, p, tf, t)
+                v = (v - f) + f
+            aref[s] = v
+
+
+@njit(cache=True)
+def prog_jacobian(ga, pr, ws):
+    """``Theta_q`` at the ``q`` of ``pr.OV`` written straight into the working columns
+    ``ws.Wc`` of the symbolic QR (the gather of :func:`sqr_factor` without the dense
+    ``Theta_q``): the row scales of :func:`sf_grad` into ``pr.RS``, ``ws.Wc`` (every
+    position the factorisation can fill) zeroed, then the instructions of
+    :func:`row_program` in order.  Returns the largest column norm (as :func:`sqr_factor`
+    computes it)."""
+    D = ga.D
+    OV, RS, rs = pr.OV, pr.RS, pr.rs
+    for k in range(rs.shape[0]):
+        s = rs[k]
+        kind = ga.sf_kind[s]
+        if kind == SF_BIL:
+            RS[k, 0] = 1.0
+        elif kind == SF_ASIN:
+            u = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
+            RS[k, 0] = 1.0 / np.sqrt(1.0 - u * u)
+        else:
+            x = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
+            y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
+            r2 = x * x + y * y
+            RS[k, 0] = -1.0 * y / r2
+            RS[k, 1] = 1.0 * x / r2
+    Wf = ws.Wc
+    Wf[:] = 0.0
+    n = ws.Rm.shape[0]
+    src, bl, row, cc, dst = pr.ins_src, pr.ins_bl, pr.ins_row, pr.ins_c, pr.ins_dst
+    for e in range(src.shape[0]):
+        g = RS[row[e], bl[e]] * cc[e]
+        o = src[e]
+        for i in range(D):
+            ds = dst[e, i]
+            if ds >= 0:
+                Wf[ds] += g * OV[o, i]
+    gptr, gpos = ga.sq_gptr, ws.gpos
+    scale = 0.0
+    for j in range(n):
+        s = 0.0
+        for c in range(gptr[j], gptr[j + 1]):
+            x = Wf[gpos[c]]
+            s += x * x
+        scale = max(scale, np.sqrt(s))
+    return scale
+
+
+@njit(cache=True)
+def prog_factor(ga, pr, ws, rtol):
+    """:func:`sqr_factor` of ``Theta_q`` at the ``q`` of ``pr.OV``, with the matrix from
+    :func:`prog_jacobian` (the program path; ``pr.ok[0]`` must be 1)."""
+    scale = prog_jacobian(ga, pr, ws)
+    return _sqr_numeric(ga, ws, scale, rtol)
+
+
+@njit(cache=True)
+def prog_va(ga, ma, pr, p, t, qd, out):
+    """:func:`theta_va` by the row program: the operand rates along ``qd`` into ``pr.OR``,
+    with the operand values ``pr.OV`` at ``q`` (:func:`prog_values`); same arithmetic."""
+    prog_operands(ga, pr.tw, qd, False, pr.OR)
+    prog_va_rows(ga, ma, pr, p, t, out)
+
+
+@njit(cache=True)
+def prog_va_rows(ga, ma, pr, p, t, out):
+    """The row rates and accelerations of :func:`prog_va` from the operand values and
+    rates already in ``pr.OV``, ``pr.OR``."""
+    D = ga.D
+    OV, OR = pr.OV, pr.OR
+    rs = pr.rs
+    for k in range(rs.shape[0]):
+        s = rs[k]
+        o0 = ga.sf_op[s, 0]
+        o1 = ga.sf_op[s, 1]
+        kind = ga.sf_kind[s]
+        x = _odot(OV, o0, OV, o1, D)
+        xd = _odot(OR, o0, OV, o1, D) + _odot(OV, o0, OR, o1, D)
+        xdd = 2.0 * _odot(OR, o0, OR, o1, D)
+        if kind == SF_BIL:
+            vd = xd
+            vdd = xdd
+        elif kind == SF_ASIN:
+            g = 1.0 / np.sqrt(1.0 - x * x)
+            vd = g * xd
+            vdd = g * xdd + g * g * g * x * xd * xd
+        else:
+            o2 = ga.sf_op[s, 2]
+            o3 = ga.sf_op[s, 3]
+            y = _odot(OV, o2, OV, o3, D)
+            yd = _odot(OR, o2, OV, o3, D) + _odot(OV, o2, OR, o3, D)
+            ydd = 2.0 * _odot(OR, o2, OR, o3, D)
+            r2 = x * x + y * y
+            Nn = x * yd - y * xd
+            P = x * xd + y * yd
+            U = x * ydd - y * xdd
+            vd = Nn / r2
+            vdd = U / r2 - 2.0 * Nn * P / (r2 * r2)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            vd -= fd
+            vdd -= fdd
+        out[k, 1] = vd
+        out[k, 2] = vdd
+
+
+@njit(cache=True)
+def solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws, tol, maxit, reuse, fresh):
+    """:func:`solve_position` by the row program (:func:`prog_values`, :func:`prog_factor`,
+    :func:`prog_update_aref`; ``pr.ok[0]`` must be 1): the same Newton-Raphson iteration and
+    the same arithmetic.  ``fresh``: ``pr.OV`` already holds the operand values at ``q``
+    (left by the previous call, ``q`` unchanged since), so the first residual evaluates the
+    rows alone (:func:`prog_rows`; the same values).  On return ``pr.OV`` holds the operand
+    values at the final ``q``."""
+    J = ws.jets
+    N = q.shape[0]
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    res = ws.res
+    dq = ws.dq
+    err_prev = np.inf
+    err = 0.0
+    for it in range(maxit + 1):
+        if it == 0 and fresh:
+            prog_rows(ga, ma, pr, p, t, aref, J)
+        else:
+            prog_values(ga, ma, pr, p, t, q, aref, J)
+        err = 0.0
+        for k in range(m + d):
+            res[k] = J[k, 0]
+            if k >= m:
+                res[k] -= zi[k - m]
+            err = max(err, abs(res[k]))
+        if not np.isfinite(err):
+            return MR.ST_NONFINITE, it, err, -1
+        if err <= tol:
+            prog_update_aref(ga, ma, pr, p, t, aref)
+            return MR.OK, it, err, -1
+        if it == maxit:
+            break
+        if not (reuse and err <= 0.1 * err_prev):
+            bad = prog_factor(ga, pr, ws, 1e-12)
+            if bad >= 0:
+                return MR.ST_SINGULAR, it, err, bad
+        err_prev = err
+        for k in range(m + d):
+            res[k] = -res[k]
+        sqr_solve(ga, ws, res, dq)
+        for k in range(N):
+            q[k] += dq[k]
+    return MR.ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws, with_R, rhs, J):
+    """:func:`solve_va_step` by the row program at the converged position ``q`` whose
+    operand values ``pr.OV`` :func:`solve_position_p` left (``pr.ok[0]`` must be 1): the
+    Jacobian straight into the QR's working columns (:func:`prog_factor`) and the
+    accelerations' right-hand side from :func:`prog_va`; the same systems and the same
+    arithmetic.  Returns (status, bad)."""
+    m = ga.phi_sf.shape[0]
+    d = ga.dof_sf.shape[0]
+    bad = prog_factor(ga, pr, ws, 1e-12)
+    if bad >= 0:
+        return MR.ST_SINGULAR, bad
+    theta_va_rest(ga, ma, p, t, J)
+    for k in range(m):
+        rhs[k] = -J[k, 1]
+    for k in range(d):
+        rhs[m + k] = zdi[k]
+    sqr_solve(ga, ws, rhs, qd)
+    prog_va(ga, ma, pr, p, t, qd, J)
+    for k in range(m + d):
+        rhs[k] = -J[k, 2]
+    for k in range(d):
+        rhs[m + k] += a[k]
+    sqr_solve(ga, ws, rhs, qdd)
+    if with_R:
+        sqr_solve_units(ga, ws, m, Rphi)
+    return MR.OK, -1
+
+
+@njit(cache=True)
+def prog_jet(ga, ma, pr, p, s, t, aref, out):
+    """The value, rate and acceleration entries (``out[0:3]``) of the jet of scalar function
+    ``s`` (:func:`sf_jet` without tangents) from the operand values, rates and
+    accelerations ``pr.OV``, ``pr.OR``, ``pr.OA``; same arithmetic."""
+    D = ga.D
+    OV, OR, OA = pr.OV, pr.OR, pr.OA
+    kind = ga.sf_kind[s]
+    o0 = ga.sf_op[s, 0]
+    o1 = ga.sf_op[s, 1]
+    u = _odot(OV, o0, OV, o1, D)
+    ud = _odot(OR, o0, OV, o1, D) + _odot(OV, o0, OR, o1, D)
+    udd = (_odot(OA, o0, OV, o1, D) + 2.0 * _odot(OR, o0, OR, o1, D)
+           + _odot(OV, o0, OA, o1, D))
+    if kind == SF_BIL:
+        out[0] = u
+        out[1] = ud
+        out[2] = udd
+        out[0] -= ga.sf_K[s]
+        fk = ga.sf_fK[s]
+        if fk >= 0:
+            out[0] -= p[fk] * p[fk]
+    elif kind == SF_ASIN:
+        g = 1.0 / np.sqrt(1.0 - u * u)
+        g3 = g * g * g
+        out[0] = np.arcsin(u)
+        out[1] = g * ud
+        out[2] = g * udd + g3 * u * ud * ud
+    else:
+        x, xd, xdd = u, ud, udd
+        o2 = ga.sf_op[s, 2]
+        o3 = ga.sf_op[s, 3]
+        y = _odot(OV, o2, OV, o3, D)
+        yd = _odot(OR, o2, OV, o3, D) + _odot(OV, o2, OR, o3, D)
+        ydd = (_odot(OA, o2, OV, o3, D) + 2.0 * _odot(OR, o2, OR, o3, D)
+               + _odot(OV, o2, OA, o3, D))
+        r2 = x * x + y * y
+        ref = aref[s]
+        out[0] = ref + _wrap(np.arctan2(y, x) - ref)
+        N = x * yd - y * xd
+        P = x * xd + y * yd
+        U = x * ydd - y * xdd
+        out[1] = N / r2
+        out[2] = U / r2 - 2.0 * N * P / (r2 * r2)
+    tf = ga.sf_tf[s]
+    if tf >= 0:
+        f, fd, fdd = K.time_function(ma, p, tf, t)
+        out[0] -= f
+        out[1] -= fd
+        out[2] -= fdd
+
+
+@njit(cache=True)
+def record_row_p(ga, ma, pr, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conservative,
+                 M, aref, T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
+                 VIOL_out, VVIOL_out, IT_out, E_out, AREF_out):
+    """:func:`record_row` by the row program, at the converged ``q`` whose operand values
+    ``pr.OV`` the last :func:`solve_position_p` left and whose operand rates ``pr.OR`` the
+    last :func:`solve_va_step_p` left: the relative coordinates from
+    :func:`prog_jet`, the constraint violations from :func:`prog_rows` and :func:`prog_va_rows`
+    (the same values as :func:`theta_jets`), the kinetic energy with the block mass
+    product :func:`mass_apply` (the dense ``M @ qd`` before: the same sums, their order
+    may differ by BLAS)."""
+    J = ws.jets
+    T_out[k] = t
+    AREF_out[k] = aref
+    Q_out[k] = q
+    ZI_out[k] = zi
+    ZDI_out[k] = zdi
+    ZDDI_out[k] = a
+    # pr.OR holds the operand rates along qd since the last solve_va_step_p
+    prog_va_rows(ga, ma, pr, p, t, J)
+    prog_operands(ga, pr.tw, qdd, False, pr.OA)
+    jet = np.zeros(3)
+    z, zd, zdd = Z_out[k], ZD_out[k], ZDD_out[k]
+    for c in range(z.shape[0]):
+        s = ga.jc_sf[c]
+        if s < 0:
+            z[c] = np.nan
+            zd[c] = np.nan
+            zdd[c] = np.nan
+            continue
+        prog_jet(ga, ma, pr, p, s, t, aref, jet)
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            f, fd, fdd = K.time_function(ma, p, tf, t)
+            jet[0] += f
+            jet[1] += fd
+            jet[2] += fdd
+        z[c] = jet[0]
+        zd[c] = jet[1]
+        zdd[c] = jet[2]
+    prog_rows(ga, ma, pr, p, t, aref, J)
+    m = ga.phi_sf.shape[0]
+    v0 = 0.0
+    v1 = 0.0
+    for i in range(m):
+        v0 = max(v0, abs(J[i, 0]))
+        v1 = max(v1, abs(J[i, 1]))
+    VIOL_out[k] = v0
+    VVIOL_out[k] = v1
+    IT_out[k] = iters
+    if conservative:
+        Mqd = np.empty(q.shape[0])
+        mass_apply(ga, M, qd, Mqd)
+        E_out[k] = 0.5 * (qd @ Mqd) + Vpot
+
+
+@njit(cache=True)
+def zero_length_spring_p(ga, ma, pr):
+    """:func:`zero_length_spring` from the operand values ``pr.OV`` at ``q`` (the points of
+    the springs are operands ``ga.pt_op``): the index of the first point-to-point spring
+    whose two points coincide, or -1; the same test without temporaries."""
+    D = ga.D
+    OV = pr.OV
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        L2 = 0.0
+        for i in range(D):
+            x = OV[o2, i] - OV[o1, i]
+            L2 += x * x
+        if L2 == 0.0:
+            return s
+    return -1
