@@ -189,6 +189,8 @@ def test_ladder_runs_in_rcr_as_in_matrix_r(tree):
 def test_a_bad_ladder_tree_is_an_option_error():
     with pytest.raises(OptionError, match="tree"):
         ladder(3, tree="left")
+    with pytest.raises(OptionError, match="cells"):
+        ladder(0)
 
 
 def test_bench_scaling_times_both_ladder_trees(tmp_path, capsys):

@@ -1,4 +1,6 @@
-"""Models of the RCR study (seed 004 §5): the reconstruction of the seed's planar five-bar.
+"""Models of the RCR study (seed 004): the reconstruction of the seed's planar five-bar
+(§6, :func:`five_bar`), the same five-bar re-topologised with a fictitious joint for its GCL
+run (§5, :func:`five_bar_gcl`), and ladders for the scaling study (:func:`ladder`).
 
 The seed gives only: joints q1, q2, q3 revolute, q4, q5 telescoping prismatic; thin rods of
 unit length and mass; a vertical plane; released from rest at
@@ -135,8 +137,8 @@ def ladder(cells: int, height: float = 0.3, width: float = 0.4, tree: str = "run
     angles ``l1 .. lN``).
 
     ``tree="rung"`` (default): the spanning tree makes every cell a loop **based on the rung
-    below it**: ``L(k+1)``
-    hangs from the left end of ``rung(k)`` (not from ``L(k)``: the same pin), ``rung(k)``
+    below it**: ``L(k+1)`` hangs from the left end of ``rung(k)`` (not from ``L(k)``: the
+    same pin), ``rung(k)``
     from the top of ``L(k)``, ``R(k)`` from the right end of ``rung(k)``, and the cut joins
     the foot of ``R(k)`` to the right end of ``rung(k-1)`` (the ground for the first cell).
     The loops then share no frame: each is a group nested in the one below (seed 004's
@@ -149,6 +151,8 @@ def ladder(cells: int, height: float = 0.3, width: float = 0.4, tree: str = "run
     the loops below it (one group, every left-rail angle an outboard independent)."""
     if tree not in ("rung", "ground"):
         raise OptionError(f"ladder: tree {tree!r} is not 'rung' or 'ground'")
+    if int(cells) != cells or cells < 1:
+        raise OptionError(f"ladder: cells must be a whole number >= 1, got {cells!r}")
     m = Model(f"ladder-{cells}" + ("-ground" if tree == "ground" else ""), gravity=(0.0, -9.81, 0.0), planar=True,
               provenance="benchmark model of the RCR scaling study "
                          "(workbench/formulations/rcr/models.py)")
