@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import inertia_tuple, random_inertia, random_rotation, random_unit
-from test_rcr_loops import (TOL, _kinematics, check_closure, check_loop, closure_terms,
-                            matrix_r_reference, null_space_reference)
+from conftest import random_unit
+from test_rcr_loops import (TOL, check_closure, check_loop, close_where_they_meet, closure_terms,
+                            matrix_r_reference, null_space_reference, random_parts)
 
 import workbench as wb
 from workbench.errors import OptionError
@@ -39,17 +39,7 @@ def coupled_on_two_bases(seed, nc=4):
     shares the frames ``a2 .. a4`` with the outer loop.  ``(model, z)``, ``z`` consistent."""
     rng = np.random.default_rng(seed)
     m = Model(f"coupled-{seed}", gravity=tuple(9.81 * random_unit(rng)))
-
-    def body(name):
-        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
-               inertia=inertia_tuple(random_inertia(rng)))
-
-    def joint(name, parent, child, kind=None):
-        kind = kind or ("prismatic" if rng.uniform() < 0.3 else "revolute")
-        m.joint(name, kind, parent, child, parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
-                child_point=tuple(rng.uniform(-0.3, 0.3, 3)), axis=tuple(random_unit(rng)),
-                orientation=random_rotation(rng), q0=float(rng.uniform(-0.8, 0.8)))
-
+    body, joint = random_parts(m, rng)
     parent = GROUND
     for i in range(6):
         body(f"a{i}")
@@ -61,27 +51,8 @@ def coupled_on_two_bases(seed, nc=4):
         joint(f"jc{i}", parent, f"c{i}", "revolute")
         parent = f"c{i}"
     m.joint_spring("spr", "jc1", k=12.0, c=0.5, q0=0.1)
-    cm0 = m.compile()
-    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
-    ma = cm0.arrays
-
-    def pose(b):
-        if b == GROUND:
-            return np.eye(3), np.zeros(3)
-        bi = cm0.body_names.index(b)
-        f = ma.b_frame[bi]
-        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
-
-    for name, b1, b2, kind in (("outer", "a5", GROUND, "revolute"),
-                               ("inner", f"c{nc - 1}", "a4", "spherical")):
-        A1, o1 = pose(b1)
-        A2, o2 = pose(b2)
-        p1 = rng.uniform(-0.5, 0.5, 3)
-        x = o1 + A1 @ p1
-        a1 = random_unit(rng)
-        m.cut(name, kind, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
-              axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
-    return m, np.asarray(cm0.z_guess, dtype=float)
+    return m, close_where_they_meet(m, rng, [("outer", "a5", GROUND, "revolute"),
+                                             ("inner", f"c{nc - 1}", "a4", "spherical")])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

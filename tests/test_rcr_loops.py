@@ -91,6 +91,52 @@ def check_closure(cm, t, z, zd, zdd):
     assert res < CLOSURE_TOL * scale, f"acceleration closure residual {res / scale:.2e}"
 
 
+def random_parts(m, rng):
+    """``body(name)`` and ``joint(name, parent, child, kind=None)``, adding to ``m`` a body
+    of random mass, centre of mass and full inertia, and a joint (random R/P when ``kind`` is
+    None) at random places with a random axis, orientation and initial value."""
+    def body(name):
+        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
+               inertia=inertia_tuple(random_inertia(rng)))
+
+    def joint(name, parent, child, kind=None):
+        kind = kind or ("prismatic" if rng.uniform() < 0.3 else "revolute")
+        m.joint(name, kind, parent, child, parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
+                child_point=tuple(rng.uniform(-0.3, 0.3, 3)), axis=tuple(random_unit(rng)),
+                orientation=random_rotation(rng), q0=float(rng.uniform(-0.8, 0.8)))
+
+    return body, joint
+
+
+def close_where_they_meet(m, rng, cuts, axes=True):
+    """Add to ``m`` the cut joints ``(name, body1, body2, type)``, each at a random point of
+    ``body1`` where ``body2`` is at the model's initial guess (with ``axes``, about a random
+    axis, the same in both bodies there); returns that guess, a consistent configuration."""
+    cm0 = m.compile()
+    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
+    ma = cm0.arrays
+
+    def pose(b):
+        if b == GROUND:
+            return np.eye(3), np.zeros(3)
+        bi = cm0.body_names.index(b)
+        f = ma.b_frame[bi]
+        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
+
+    for name, b1, b2, kind in cuts:
+        A1, o1 = pose(b1)
+        A2, o2 = pose(b2)
+        p1 = rng.uniform(-0.5, 0.5, 3)
+        x = o1 + A1 @ p1
+        if axes:
+            a1 = random_unit(rng)
+            m.cut(name, kind, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
+                  axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
+        else:
+            m.cut(name, kind, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)))
+    return np.asarray(cm0.z_guess, dtype=float)
+
+
 def random_loop(seed, cut="revolute", nA=5, nB=0, moving_base=False, side=False):
     """A random spatial loop of revolute and prismatic joints (``(model, z)`` with ``z`` a
     consistent configuration): branch A of ``nA`` bodies and branch B of ``nB`` bodies
@@ -137,27 +183,7 @@ def random_loop(seed, cut="revolute", nA=5, nB=0, moving_base=False, side=False)
     m.joint_spring("spr", "ja1", k=12.0, c=0.5, q0=0.1)
     m.force("push", "a2", "tip", (0.5, -1.0, 0.3), 2.0)
     # place the cut where the two sides meet at the initial configuration
-    cm0 = m.compile()
-    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
-    ma = cm0.arrays
-
-    def pose(b):
-        if b == GROUND:
-            return np.eye(3), np.zeros(3)
-        bi = cm0.body_names.index(b)
-        f = ma.b_frame[bi]
-        org = ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
-        return ws.A[f], ws.r[f] + ws.A[f] @ org
-
-    b1, b2 = ends[0], ends[1]
-    A1, o1 = pose(b1)
-    A2, o2 = pose(b2)
-    p1 = rng.uniform(-0.5, 0.5, 3)
-    x = o1 + A1 @ p1
-    a1 = random_unit(rng)
-    m.cut("cut", cut, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
-          axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
-    return m, np.asarray(cm0.z_guess, dtype=float)
+    return m, close_where_they_meet(m, rng, [("cut", ends[0], ends[1], cut)])
 
 
 def consistent_state(cm, z, seed):
@@ -443,17 +469,7 @@ def nested_loops(seed, inner_base):
     ``"t"``).  Returns ``(model, z)`` with ``z`` consistent."""
     rng = np.random.default_rng(seed)
     m = Model(f"nested-{seed}-{inner_base}", gravity=tuple(9.81 * random_unit(rng)))
-
-    def body(name):
-        m.body(name, mass=float(rng.uniform(0.5, 2.0)), com=tuple(rng.uniform(-0.4, 0.4, 3)),
-               inertia=inertia_tuple(random_inertia(rng)))
-
-    def joint(name, parent, child, kind=None):
-        kind = kind or ("prismatic" if rng.uniform() < 0.3 else "revolute")
-        m.joint(name, kind, parent, child, parent_point=tuple(rng.uniform(-0.5, 0.5, 3)),
-                child_point=tuple(rng.uniform(-0.3, 0.3, 3)), axis=tuple(random_unit(rng)),
-                orientation=random_rotation(rng), q0=float(rng.uniform(-0.8, 0.8)))
-
+    body, joint = random_parts(m, rng)
     parent = GROUND
     for i in range(6):
         body(f"a{i}")
@@ -467,27 +483,8 @@ def nested_loops(seed, inner_base):
             body(f"{br}{i}")
             joint(f"j{br}{i}", par, f"{br}{i}", "revolute")
             par = f"{br}{i}"
-    cm0 = m.compile()
-    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
-    ma = cm0.arrays
-
-    def pose(b):
-        if b == GROUND:
-            return np.eye(3), np.zeros(3)
-        bi = cm0.body_names.index(b)
-        f = ma.b_frame[bi]
-        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
-
-    for name, b1, b2, kind in (("outer", "a5", GROUND, "revolute"),
-                               ("inner", "c1", "d1", "spherical")):
-        A1, o1 = pose(b1)
-        A2, o2 = pose(b2)
-        p1 = rng.uniform(-0.5, 0.5, 3)
-        x = o1 + A1 @ p1
-        a1 = random_unit(rng)
-        m.cut(name, kind, b1, b2, point1=tuple(p1), point2=tuple(A2.T @ (x - o2)),
-              axis1=tuple(a1), axis2=tuple(A2.T @ (A1 @ a1)))
-    return m, np.asarray(cm0.z_guess, dtype=float)
+    return m, close_where_they_meet(m, rng, [("outer", "a5", GROUND, "revolute"),
+                                             ("inner", "c1", "d1", "spherical")])
 
 
 @pytest.mark.parametrize("inner_base", ["a0", "a3", "t"])
@@ -718,21 +715,7 @@ def two_branch_parallel_slides(seed):
                 child_point=(0.0, 0.0, 0.0), axis=axis, q0=float(rng.uniform(-0.3, 0.3)))
         parent = f"b{i}"
     m.joint_spring("spr", "ja1", k=12.0, c=0.5, q0=0.1)
-    cm0 = m.compile()
-    ws = _kinematics(cm0, np.asarray(cm0.z_guess, dtype=float))
-    ma = cm0.arrays
-
-    def pose(b):
-        bi = cm0.body_names.index(b)
-        f = ma.b_frame[bi]
-        return ws.A[f], ws.r[f] + ws.A[f] @ ma.p[ma.b_org[bi]:ma.b_org[bi] + 3]
-
-    A1, o1 = pose("a2")
-    A2, o2 = pose("b1")
-    p1 = rng.uniform(-0.5, 0.5, 3)
-    x = o1 + A1 @ p1
-    m.cut("ball", "spherical", "a2", "b1", point1=tuple(p1), point2=tuple(A2.T @ (x - o2)))
-    return m, np.asarray(cm0.z_guess, dtype=float)
+    return m, close_where_they_meet(m, rng, [("ball", "a2", "b1", "spherical")], axes=False)
 
 
 @pytest.mark.parametrize("seed", [21, 22])
