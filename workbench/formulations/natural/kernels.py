@@ -212,29 +212,104 @@ def _wrap(x):
     return x - 2.0 * np.pi * np.floor((x + np.pi) / (2.0 * np.pi))
 
 
+# the per-kind compositions of a scalar function from its bilinears ``x = A . B`` (and, for
+# an angle, ``y = C . E``), written once for the operand interpreter (:func:`sf_jet`,
+# :func:`theta_values`, :func:`theta_va`, ...) and the row programs (:func:`prog_rows`,
+# :func:`prog_va_rows`, :func:`prog_jet`, ...): the same arithmetic in the same order.  They
+# take scalars (an array or model argument of an inlined function costs its reference
+# counts at every call); the drive helpers are called under ``if tf >= 0`` only.
+
+
+@njit(cache=True, inline="always")
+def _sf_value(kind, x, y, c, fk, pf, ref):
+    """Value of a scalar function of kind ``kind`` without its drive term (:func:`_drive`):
+    ``x - c - pf^2`` (``c = sf_K[s]``, ``pf = p[fk]``, that term when ``fk >= 0``),
+    ``asin(x)``, or ``atan2(y, x)`` on the branch of ``ref = aref[s]``."""
+    if kind == SF_BIL:
+        v = x - c
+        if fk >= 0:
+            v -= pf * pf
+    elif kind == SF_ASIN:
+        v = np.arcsin(x)
+    else:
+        v = ref + _wrap(np.arctan2(y, x) - ref)
+    return v
+
+
+@njit(cache=True, inline="always")
+def _sf_rates(kind, x, xd, xdd, y, yd, ydd):
+    """Rate and acceleration ``(vd, vdd)`` of a scalar function of kind ``kind`` from
+    those of its bilinears (``y, yd, ydd``: angles only), without its drive term."""
+    if kind == SF_BIL:
+        return xd, xdd
+    if kind == SF_ASIN:
+        g = 1.0 / np.sqrt(1.0 - x * x)
+        return g * xd, g * xdd + g * g * g * x * xd * xd
+    r2 = x * x + y * y
+    Nn = x * yd - y * xd
+    P = x * xd + y * yd
+    U = x * ydd - y * xdd
+    return Nn / r2, U / r2 - 2.0 * Nn * P / (r2 * r2)
+
+
+@njit(cache=True, inline="always")
+def _grad_scales(kind, x, y, scale):
+    """Factors ``(c0, c1)`` of ``scale * df/dq = c0 grad(A . B) + c1 grad(C . E)`` (``x``:
+    asin and angles, ``y``: angles only; ``c1`` of angles only)."""
+    if kind == SF_BIL:
+        return scale, 0.0
+    if kind == SF_ASIN:
+        return scale / np.sqrt(1.0 - x * x), 0.0
+    r2 = x * x + y * y
+    return -scale * y / r2, scale * x / r2
+
+
+@njit(cache=True, inline="always")
+def _drive(ma, p, tf, t, v, vd, vdd):
+    """``(v, vd, vdd)`` of a drive row ``h(q) - f(t; p)`` (time function ``tf >= 0``): minus
+    ``f(t), f'(t), f''(t)``."""
+    f, fd, fdd = K.time_function(ma, p, tf, t)
+    return v - f, vd - fd, vdd - fdd
+
+
+@njit(cache=True, inline="always")
+def _undrive(ma, p, tf, t, v, vd, vdd):
+    """Back from a drive row to its joint coordinate ``h(q)`` (time function ``tf >= 0``):
+    plus ``f(t), f'(t), f''(t)``."""
+    f, fd, fdd = K.time_function(ma, p, tf, t)
+    return v + f, vd + fd, vdd + fdd
+
+
+@njit(cache=True, inline="always")
+def _redrive(ma, p, tf, t, v):
+    """``(v - f) + f`` (time function ``tf >= 0``): the branch reference of a driven angle,
+    rounded as :func:`sf_jet` subtracts the drive's ``f(t)`` and :func:`_undrive` adds it
+    back."""
+    f, fd, fdd = K.time_function(ma, p, tf, t)
+    return (v - f) + f
+
+
 @njit(cache=True)
 def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
     """Jet of scalar function ``s`` (constraint, DOF or joint coordinate)."""
     JA, JB, tmp, ox, oy = sc[0], sc[1], sc[2, 0], sc[3, 0], sc[3, 1]
     o = ga.sf_op[s]
-    if ga.sf_kind[s] == SF_BIL:
+    kind = ga.sf_kind[s]
+    if kind == SF_BIL:
         bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, out)
-        out[0] -= ga.sf_K[s]
         fk = ga.sf_fK[s]
-        if fk >= 0:
-            out[0] -= p[fk] * p[fk]
-            if tang:
-                out[3] -= 2.0 * p[fk] * dp[fk]
-    elif ga.sf_kind[s] == SF_ASIN:
+        out[0] = _sf_value(kind, out[0], 0.0, ga.sf_K[s], fk, p[fk] if fk >= 0 else 0.0, 0.0)
+        if fk >= 0 and tang:
+            out[3] -= 2.0 * p[fk] * dp[fk]
+    elif kind == SF_ASIN:
         # f = asin(u), u = A . B (an element of a relative rotation matrix)
         bil_jet(ga, p, o[0], o[1], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, ox)
         u, ud, udd, du, dud, dudd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
-        g = 1.0 / np.sqrt(1.0 - u * u)
-        g3 = g * g * g
-        out[0] = np.arcsin(u)
-        out[1] = g * ud
-        out[2] = g * udd + g3 * u * ud * ud
+        out[0] = _sf_value(kind, u, 0.0, 0.0, -1, 0.0, 0.0)
+        out[1], out[2] = _sf_rates(kind, u, ud, udd, 0.0, 0.0, 0.0)
         if tang:
+            g = 1.0 / np.sqrt(1.0 - u * u)
+            g3 = g * g * g
             dg = g3 * u * du
             out[3] = g * du
             out[4] = dg * ud + g * dud
@@ -249,15 +324,13 @@ def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
         bil_jet(ga, p, o[2], o[3], q, qd, qdd, dq, dqd, dqdd, dp, tang, JA, JB, tmp, oy)
         x, xd, xdd, dx, dxd, dxdd = ox[0], ox[1], ox[2], ox[3], ox[4], ox[5]
         y, yd, ydd, dy, dyd, dydd = oy[0], oy[1], oy[2], oy[3], oy[4], oy[5]
-        r2 = x * x + y * y
-        ref = aref[s]
-        out[0] = ref + _wrap(np.arctan2(y, x) - ref)
-        N = x * yd - y * xd
-        P = x * xd + y * yd
-        U = x * ydd - y * xdd
-        out[1] = N / r2
-        out[2] = U / r2 - 2.0 * N * P / (r2 * r2)
+        out[0] = _sf_value(kind, x, y, 0.0, -1, 0.0, aref[s])
+        out[1], out[2] = _sf_rates(kind, x, xd, xdd, y, yd, ydd)
         if tang:
+            r2 = x * x + y * y
+            N = x * yd - y * xd
+            P = x * xd + y * yd
+            U = x * ydd - y * xdd
             dr2 = 2.0 * (x * dx + y * dy)
             dN = dx * yd + x * dyd - dy * xd - y * dxd
             dP = dx * xd + x * dxd + dy * yd + y * dyd
@@ -273,10 +346,7 @@ def sf_jet(ga, ma, p, s, t, q, qd, qdd, dq, dqd, dqdd, dp, tang, aref, sc, out):
     tf = ga.sf_tf[s]
     if tf >= 0:
         # a drive: h(q) - f(t; p), with the coefficients' tangent along dp
-        f, fd, fdd = K.time_function(ma, p, tf, t)
-        out[0] -= f
-        out[1] -= fd
-        out[2] -= fdd
+        out[0], out[1], out[2] = _drive(ma, p, tf, t, out[0], out[1], out[2])
         if tang:
             df, dfd, dfdd = K.time_function_t(ma, p, dp, tf, t)
             out[3] -= df
@@ -290,30 +360,23 @@ def sf_grad(ga, p, s, q, aref, sc, scale, row):
     D = ga.D
     JA = sc[0]
     o = ga.sf_op[s]
-    if ga.sf_kind[s] == SF_BIL:
-        op_apply(ga, o[0], q, p, False, True, JA[0])
-        op_apply(ga, o[1], q, p, False, True, JA[1])
-        op_grad(ga, p, o[0], JA[1], scale, row)
-        op_grad(ga, p, o[1], JA[0], scale, row)
-    elif ga.sf_kind[s] == SF_ASIN:
-        op_apply(ga, o[0], q, p, False, True, JA[0])
-        op_apply(ga, o[1], q, p, False, True, JA[1])
-        u = _dot(JA[0], JA[1], D)
-        g = scale / np.sqrt(1.0 - u * u)
-        op_grad(ga, p, o[0], JA[1], g, row)
-        op_grad(ga, p, o[1], JA[0], g, row)
-    else:
-        op_apply(ga, o[0], q, p, False, True, JA[0])
-        op_apply(ga, o[1], q, p, False, True, JA[1])
+    kind = ga.sf_kind[s]
+    op_apply(ga, o[0], q, p, False, True, JA[0])
+    op_apply(ga, o[1], q, p, False, True, JA[1])
+    x = 0.0
+    y = 0.0
+    if kind != SF_BIL:
+        x = _dot(JA[0], JA[1], D)
+    if kind == SF_ANGLE:
         op_apply(ga, o[2], q, p, False, True, JA[2])
         op_apply(ga, o[3], q, p, False, True, JA[3])
-        x = _dot(JA[0], JA[1], D)
         y = _dot(JA[2], JA[3], D)
-        r2 = x * x + y * y
-        op_grad(ga, p, o[0], JA[1], -scale * y / r2, row)
-        op_grad(ga, p, o[1], JA[0], -scale * y / r2, row)
-        op_grad(ga, p, o[2], JA[3], scale * x / r2, row)
-        op_grad(ga, p, o[3], JA[2], scale * x / r2, row)
+    c0, c1 = _grad_scales(kind, x, y, scale)
+    op_grad(ga, p, o[0], JA[1], c0, row)
+    op_grad(ga, p, o[1], JA[0], c0, row)
+    if kind == SF_ANGLE:
+        op_grad(ga, p, o[2], JA[3], c1, row)
+        op_grad(ga, p, o[3], JA[2], c1, row)
 
 
 @njit(cache=True)
@@ -423,23 +486,15 @@ def theta_values(ga, ma, p, t, q, aref, sc, out):
         op_apply(ga, o[0], q, p, False, True, A)
         op_apply(ga, o[1], q, p, False, True, B)
         x = _dot(A, B, D)
-        if kind == SF_BIL:
-            v = x - ga.sf_K[s]
-            fk = ga.sf_fK[s]
-            if fk >= 0:
-                v -= p[fk] * p[fk]
-        elif kind == SF_ASIN:
-            v = np.arcsin(x)
-        else:
+        y = 0.0
+        if kind == SF_ANGLE:
             op_apply(ga, o[2], q, p, False, True, C)
             op_apply(ga, o[3], q, p, False, True, E)
             y = _dot(C, E, D)
-            ref = aref[s]
-            v = ref + _wrap(np.arctan2(y, x) - ref)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            v -= f
+        fk = ga.sf_fK[s]
+        v = _sf_value(kind, x, y, ga.sf_K[s], fk, p[fk] if fk >= 0 else 0.0, aref[s])
+        if ga.sf_tf[s] >= 0:
+            v = _drive(ma, p, ga.sf_tf[s], t, v, 0.0, 0.0)[0]
         out[k, 0] = v
 
 
@@ -469,26 +524,12 @@ def theta_va(ga, ma, p, t, q, qd, sc, out):
         o = ga.sf_op[s]
         kind = ga.sf_kind[s]
         x, xd, xdd = _bil_rates(ga, p, o[0], o[1], q, qd, A0, A1, B0, B1)
-        if kind == SF_BIL:
-            vd = xd
-            vdd = xdd
-        elif kind == SF_ASIN:
-            g = 1.0 / np.sqrt(1.0 - x * x)
-            vd = g * xd
-            vdd = g * xdd + g * g * g * x * xd * xd
-        else:
+        y = yd = ydd = 0.0
+        if kind == SF_ANGLE:
             y, yd, ydd = _bil_rates(ga, p, o[2], o[3], q, qd, C0, C1, E0, E1)
-            r2 = x * x + y * y
-            Nn = x * yd - y * xd
-            P = x * xd + y * yd
-            U = x * ydd - y * xdd
-            vd = Nn / r2
-            vdd = U / r2 - 2.0 * Nn * P / (r2 * r2)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            vd -= fd
-            vdd -= fdd
+        vd, vdd = _sf_rates(kind, x, xd, xdd, y, yd, ydd)
+        if ga.sf_tf[s] >= 0:
+            v, vd, vdd = _drive(ma, p, ga.sf_tf[s], t, 0.0, vd, vdd)
         out[k, 1] = vd
         out[k, 2] = vdd
 
@@ -504,11 +545,8 @@ def theta_va_rest(ga, ma, p, t, out):
         s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
         vd = 0.0
         vdd = 0.0
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            vd -= fd
-            vdd -= fdd
+        if ga.sf_tf[s] >= 0:
+            v, vd, vdd = _drive(ma, p, ga.sf_tf[s], t, 0.0, vd, vdd)
         out[k, 1] = vd
         out[k, 2] = vdd
 
@@ -666,13 +704,9 @@ def update_aref(ga, ma, p, t, q, aref, sc):
             op_apply(ga, o[3], q, p, False, True, E)
             x = _dot(A, B, D)
             y = _dot(C, E, D)
-            ref = aref[s]
-            v = ref + _wrap(np.arctan2(y, x) - ref)
-            tf = ga.sf_tf[s]
-            if tf >= 0:
-                # sf_jet subtracts the drive's f(t) and this adds it back (same rounding)
-                f, fd, fdd = K.time_function(ma, p, tf, t)
-                v = (v - f) + f
+            v = _sf_value(SF_ANGLE, x, y, 0.0, -1, 0.0, aref[s])
+            if ga.sf_tf[s] >= 0:
+                v = _redrive(ma, p, ga.sf_tf[s], t, v)
             aref[s] = v
 
 
@@ -1268,7 +1302,6 @@ def solve_position(ga, ma, p, t, zi, q, aref, ws, tol, maxit, reuse):
     d = ga.dof_sf.shape[0]
     res = np.zeros(m + d)
     dq = np.zeros(N)
-    z = np.zeros(N)
     err_prev = np.inf
     err = 0.0
     for it in range(maxit + 1):
@@ -2035,12 +2068,8 @@ def relative_coordinates(ga, ma, p, t, q, qd, qdd, aref, sc, z, zd, zdd):
             zdd[c] = np.nan
             continue
         sf_jet(ga, ma, p, s, t, q, qd, qdd, zero, zero, zero, p, False, aref, sc, jet)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            jet[0] += f
-            jet[1] += fd
-            jet[2] += fdd
+        if ga.sf_tf[s] >= 0:
+            jet[0], jet[1], jet[2] = _undrive(ma, p, ga.sf_tf[s], t, jet[0], jet[1], jet[2])
         z[c] = jet[0]
         zd[c] = jet[1]
         zdd[c] = jet[2]
@@ -2287,21 +2316,13 @@ def prog_rows(ga, ma, pr, p, t, aref, out):
         o1 = ga.sf_op[s, 1]
         kind = ga.sf_kind[s]
         x = _odot(OV, o0, OV, o1, D)
-        if kind == SF_BIL:
-            v = x - ga.sf_K[s]
-            fk = ga.sf_fK[s]
-            if fk >= 0:
-                v -= p[fk] * p[fk]
-        elif kind == SF_ASIN:
-            v = np.arcsin(x)
-        else:
+        y = 0.0
+        if kind == SF_ANGLE:
             y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
-            ref = aref[s]
-            v = ref + _wrap(np.arctan2(y, x) - ref)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            v -= f
+        fk = ga.sf_fK[s]
+        v = _sf_value(kind, x, y, ga.sf_K[s], fk, p[fk] if fk >= 0 else 0.0, aref[s])
+        if ga.sf_tf[s] >= 0:
+            v = _drive(ma, p, ga.sf_tf[s], t, v, 0.0, 0.0)[0]
         out[k, 0] = v
 
 
@@ -2314,12 +2335,9 @@ def prog_update_aref(ga, ma, pr, p, t, aref):
         if ga.sf_kind[s] == SF_ANGLE:
             x = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
             y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
-            ref = aref[s]
-            v = ref + _wrap(np.arctan2(y, x) - ref)
-            tf = ga.sf_tf[s]
-            if tf >= 0:
-                f, fd, fdd = K.time_function(ma, p, tf, t)
-                v = (v - f) + f
+            v = _sf_value(SF_ANGLE, x, y, 0.0, -1, 0.0, aref[s])
+            if ga.sf_tf[s] >= 0:
+                v = _redrive(ma, p, ga.sf_tf[s], t, v)
             aref[s] = v
 
 
@@ -2336,17 +2354,13 @@ def prog_jacobian(ga, pr, ws):
     for k in range(rs.shape[0]):
         s = rs[k]
         kind = ga.sf_kind[s]
-        if kind == SF_BIL:
-            RS[k, 0] = 1.0
-        elif kind == SF_ASIN:
-            u = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
-            RS[k, 0] = 1.0 / np.sqrt(1.0 - u * u)
-        else:
+        x = 0.0
+        y = 0.0
+        if kind != SF_BIL:
             x = _odot(OV, ga.sf_op[s, 0], OV, ga.sf_op[s, 1], D)
+        if kind == SF_ANGLE:
             y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
-            r2 = x * x + y * y
-            RS[k, 0] = -1.0 * y / r2
-            RS[k, 1] = 1.0 * x / r2
+        RS[k, 0], RS[k, 1] = _grad_scales(kind, x, y, 1.0)
     Wf = ws.Wc
     Wf[:] = 0.0
     n = ws.Rm.shape[0]
@@ -2400,30 +2414,16 @@ def prog_va_rows(ga, ma, pr, p, t, out):
         x = _odot(OV, o0, OV, o1, D)
         xd = _odot(OR, o0, OV, o1, D) + _odot(OV, o0, OR, o1, D)
         xdd = 2.0 * _odot(OR, o0, OR, o1, D)
-        if kind == SF_BIL:
-            vd = xd
-            vdd = xdd
-        elif kind == SF_ASIN:
-            g = 1.0 / np.sqrt(1.0 - x * x)
-            vd = g * xd
-            vdd = g * xdd + g * g * g * x * xd * xd
-        else:
+        y = yd = ydd = 0.0
+        if kind == SF_ANGLE:
             o2 = ga.sf_op[s, 2]
             o3 = ga.sf_op[s, 3]
             y = _odot(OV, o2, OV, o3, D)
             yd = _odot(OR, o2, OV, o3, D) + _odot(OV, o2, OR, o3, D)
             ydd = 2.0 * _odot(OR, o2, OR, o3, D)
-            r2 = x * x + y * y
-            Nn = x * yd - y * xd
-            P = x * xd + y * yd
-            U = x * ydd - y * xdd
-            vd = Nn / r2
-            vdd = U / r2 - 2.0 * Nn * P / (r2 * r2)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            vd -= fd
-            vdd -= fdd
+        vd, vdd = _sf_rates(kind, x, xd, xdd, y, yd, ydd)
+        if ga.sf_tf[s] >= 0:
+            v, vd, vdd = _drive(ma, p, ga.sf_tf[s], t, 0.0, vd, vdd)
         out[k, 1] = vd
         out[k, 2] = vdd
 
@@ -2518,42 +2518,22 @@ def prog_jet(ga, ma, pr, p, s, t, aref, out):
     ud = _odot(OR, o0, OV, o1, D) + _odot(OV, o0, OR, o1, D)
     udd = (_odot(OA, o0, OV, o1, D) + 2.0 * _odot(OR, o0, OR, o1, D)
            + _odot(OV, o0, OA, o1, D))
-    if kind == SF_BIL:
-        out[0] = u
-        out[1] = ud
-        out[2] = udd
-        out[0] -= ga.sf_K[s]
-        fk = ga.sf_fK[s]
-        if fk >= 0:
-            out[0] -= p[fk] * p[fk]
-    elif kind == SF_ASIN:
-        g = 1.0 / np.sqrt(1.0 - u * u)
-        g3 = g * g * g
-        out[0] = np.arcsin(u)
-        out[1] = g * ud
-        out[2] = g * udd + g3 * u * ud * ud
-    else:
-        x, xd, xdd = u, ud, udd
+    y = yd = ydd = 0.0
+    if kind == SF_ANGLE:
         o2 = ga.sf_op[s, 2]
         o3 = ga.sf_op[s, 3]
         y = _odot(OV, o2, OV, o3, D)
         yd = _odot(OR, o2, OV, o3, D) + _odot(OV, o2, OR, o3, D)
         ydd = (_odot(OA, o2, OV, o3, D) + 2.0 * _odot(OR, o2, OR, o3, D)
                + _odot(OV, o2, OA, o3, D))
-        r2 = x * x + y * y
-        ref = aref[s]
-        out[0] = ref + _wrap(np.arctan2(y, x) - ref)
-        N = x * yd - y * xd
-        P = x * xd + y * yd
-        U = x * ydd - y * xdd
-        out[1] = N / r2
-        out[2] = U / r2 - 2.0 * N * P / (r2 * r2)
-    tf = ga.sf_tf[s]
-    if tf >= 0:
-        f, fd, fdd = K.time_function(ma, p, tf, t)
-        out[0] -= f
-        out[1] -= fd
-        out[2] -= fdd
+    fk = ga.sf_fK[s]
+    v = _sf_value(kind, u, y, ga.sf_K[s], fk, p[fk] if fk >= 0 else 0.0, aref[s])
+    vd, vdd = _sf_rates(kind, u, ud, udd, y, yd, ydd)
+    if ga.sf_tf[s] >= 0:
+        v, vd, vdd = _drive(ma, p, ga.sf_tf[s], t, v, vd, vdd)
+    out[0] = v
+    out[1] = vd
+    out[2] = vdd
 
 
 @njit(cache=True)
@@ -2587,12 +2567,8 @@ def record_row_p(ga, ma, pr, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, c
             zdd[c] = np.nan
             continue
         prog_jet(ga, ma, pr, p, s, t, aref, jet)
-        tf = ga.sf_tf[s]
-        if tf >= 0:
-            f, fd, fdd = K.time_function(ma, p, tf, t)
-            jet[0] += f
-            jet[1] += fd
-            jet[2] += fdd
+        if ga.sf_tf[s] >= 0:
+            jet[0], jet[1], jet[2] = _undrive(ma, p, ga.sf_tf[s], t, jet[0], jet[1], jet[2])
         z[c] = jet[0]
         zd[c] = jet[1]
         zdd[c] = jet[2]
