@@ -162,6 +162,36 @@ def test_disc_law_through_the_dispatchers_is_unchanged():
     assert not M2.any()
 
 
+@pytest.mark.parametrize("law", ["mf", "disc"])
+@pytest.mark.parametrize("height", [0.30, 0.5])
+def test_wrench_state_jacobian_times_a_direction_is_its_directional_derivative(law, height):
+    """The step Jacobians take the tire tangent of a state direction (no tire or road field
+    moved) as ``J dX`` from :func:`element_wrench_state_jacobian` evaluated once per row:
+    against the forward-mode directional derivative of the element along the same ``dX``,
+    for both laws, in contact and out of it (height 0.5 m)."""
+    code = TL.LAW_MF if law == "mf" else TL.LAW_DISC
+    tp = TP.copy() if law == "mf" else TP[:T.TY_NPAR].copy()
+    X = state(height=height)[:12]
+    F, P, M = np.zeros(3), np.zeros(3), np.zeros(3)
+    JF, JP, JM = (np.zeros((3, 12)) for _ in range(3))
+    dl, _ = TL.element_wrench_state_jacobian(code, X[0:3], X[3:6], X[6:9], X[9:12], tp, ROAD,
+                                             F, P, M, JF, JP, JM)
+    assert (dl > 1e-3) == (height < 0.4)
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        dX = rng.standard_normal(12)
+        F2, P2, M2, dF, dP, dM = (np.full(3, np.nan) for _ in range(6))
+        TL.element_force_dir(code, X[0:3], X[3:6], X[6:9], X[9:12], tp, ROAD, dX[0:3],
+                             dX[3:6], dX[6:9], dX[9:12], np.zeros(len(tp)),
+                             np.zeros(len(ROAD)), F2, P2, M2, dF, dP, dM)
+        for u, v in ((F, F2), (P, P2), (M, M2)):
+            np.testing.assert_array_equal(u, v)
+        # 1e-12: the same exact chain rule summed in another order (rounding of |J| |dX|)
+        for J, ref in ((JF, dF), (JP, dP), (JM, dM)):
+            scale = np.abs(J).sum(axis=1).max() * np.abs(dX).max() + 1e-300
+            assert np.abs(J @ dX - ref).max() <= 1e-12 * scale, (J @ dX, ref)
+
+
 def test_out_of_contact_everything_vanishes():
     X = state(height=0.5)
     rng = np.random.default_rng(1)

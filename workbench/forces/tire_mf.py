@@ -247,6 +247,28 @@ def element_force_dir(law, c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F
 
 
 @njit(cache=True)
+def element_wrench_state_jacobian(law, c, vc, a, w, tp, road, F, P, M, JF, JP, JM):
+    """``F``, ``P``, ``M`` and their exact Jacobians with respect to the 12 state inputs
+    ``[c, vc, a, w]`` (``JF``, ``JP``, ``JM``: 3 x 12), the moment included (zero for the
+    disc law): what the tangent of the wrench along a direction that moves no tire or road
+    field is a product with (``dF = JF dX``, :func:`workbench.kernels.tangents.tire_forces_t`).
+    Returns ``(delta, N)``."""
+    if law == LAW_MF:
+        return mf_tire_force_jacobian(c, vc, a, w, tp, road, F, P, M, JF, JP, JM)
+    nX = TY.X_ROAD + road.shape[0]
+    JFf = np.empty((3, nX))
+    JPf = np.empty((3, nX))
+    delta, N = TY.tire_force_jacobian(c, vc, a, w, tp, road, F, P, JFf, JPf)
+    for i in range(3):
+        M[i] = 0.0
+        for j in range(TY.NX_STATE):
+            JF[i, j] = JFf[i, j]
+            JP[i, j] = JPf[i, j]
+            JM[i, j] = 0.0
+    return delta, N
+
+
+@njit(cache=True)
 def element_state_jacobian(law, c, vc, a, w, tp, road, F, P, JF, JP):
     """``F``, ``P`` and their Jacobians for the Newton matrix: the disc law fills every
     column of :func:`workbench.forces.tire.tire_force_jacobian` (``JF`` 3 x (19 + len(road))),

@@ -849,13 +849,15 @@ def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf,
 
 @njit(cache=True, inline="always")
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
-                     dfb, dnb, dQj, kin, bm, bg, bdm, bdg):
+                     dfb, dnb, dQj, kin, bm, bg, bdm, bdg, TJ, tj_cached):
     """Tangent of :func:`workbench.kernels.tree.applied_forces` (the loads, not the potential).
 
     ``bm, bg``: the bodies' masses and centres of mass at this state; ``bdm, bdg`` their
     tangents along this direction (:func:`body_inertias_t`).  ``kin`` False: the
     direction moves no position and no field (``dp = 0``, ``th = dr = 0``): the gravity
-    loads' tangents vanish and are skipped."""
+    loads' tangents vanish and are skipped.  ``TJ``, ``tj_cached``: the tire cache of
+    :func:`tire_forces_t` (``tj_cached`` True only when ``dp`` moves no tire or road
+    field)."""
     nbod = ma.b_frame.shape[0]
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
@@ -973,7 +975,7 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                    - dp[o + 2] * zd[c_])
         dQj[c_] += dQ
     if ma.ty_pt.shape[0] > 0:
-        tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb)
+        tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, tj_cached)
     if ma.rd_pt.shape[0] > 0:
         rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb)
 
@@ -1009,7 +1011,39 @@ def rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb):
 
 
 @njit(cache=True)
-def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
+def tire_state_jacobians(ma, p, A, r, Z, Zd, TJ):
+    """The cache of :func:`tire_forces_t` at one state: ``TJ[s, q, :, 0]`` the force ``F``
+    (q = 0), its point ``P`` (1) and the moment ``M`` (2) of tire ``s``, ``TJ[s, q, :,
+    1:13]`` their exact Jacobians with respect to ``X = [c, vc, a, w]`` (wheel centre, its
+    velocity, global spin axis, the wheel's angular velocity;
+    :func:`workbench.forces.tire_mf.element_wrench_state_jacobian`)."""
+    nty = ma.ty_pt.shape[0]
+    if nty == 0:
+        return
+    road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+    x = np.empty((3, 3))
+    c, v, acc = x[0], x[1], x[2]
+    e = np.empty(3)
+    W = np.empty((3, 3))
+    J = np.empty((3, 3, 12))
+    for s in range(nty):
+        k1 = ma.ty_pt[s]
+        f = ma.b_frame[ma.pt_body[k1]]
+        K.point_kinematics(ma, p, A, r, Z, Zd, k1, c, v, acc)
+        K.vector_global(ma, A, ma.ty_vc[s], e)
+        o = ma.ty_par[s]
+        law = ma.ty_law[s]
+        TL.element_wrench_state_jacobian(law, c, v, e, Z[f, 3:6], p[o:o + TL.tire_npar(law)],
+                                         road, W[0], W[1], W[2], J[0], J[1], J[2])
+        for q in range(3):
+            for i in range(3):
+                TJ[s, q, i, 0] = W[q, i]
+                for j in range(12):
+                    TJ[s, q, i, 1 + j] = J[q, i, j]
+
+
+@njit(cache=True)
+def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached):
     """Tangent of the tire-ground wrenches of :func:`workbench.kernels.tree.applied_forces` (added to
     ``dfb``, ``dnb``).
 
@@ -1020,6 +1054,12 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
     :func:`workbench.forces.tire_mf.element_force_dir`; the force ``F`` acts at the moving
     contact point ``P``, so the moment tangent is ``dP x F + P x dF``, plus the tangent
     ``dM`` of the aligning moment of the Magic Formula law (a pure torque).
+
+    ``cached`` (a direction that moves no tire or road field, ``dp`` zero there): the
+    wrench and its Jacobians with respect to the state inputs ``X = [c, vc, a, w]`` are
+    read from ``TJ`` (:func:`tire_state_jacobians` at this state) and the tangent is the
+    product ``(dF, dP, dM) = J dX``: the same chain rule without evaluating the law again
+    for every direction.
     """
     road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
     droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
@@ -1038,11 +1078,30 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb):
         f = ma.b_frame[b]
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
         vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
-        o = ma.ty_par[s]
-        law = ma.ty_law[s]
-        o1 = o + TL.tire_npar(law)
-        TL.element_force_dir(law, c, vc, e, Z[f, 3:6], p[o:o1], road, dc, dvc, de, dZ[f, 3:6],
-                             dp[o:o1], droad, F, P, M, dF, dP, dM)
+        if cached:
+            J = TJ[s]
+            for i in range(3):
+                F[i] = J[0, i, 0]
+                P[i] = J[1, i, 0]
+                M[i] = J[2, i, 0]
+            for q in range(3):
+                for i in range(3):
+                    sq = 0.0
+                    for j in range(3):
+                        sq += (J[q, i, 1 + j] * dc[j] + J[q, i, 4 + j] * dvc[j]
+                               + J[q, i, 7 + j] * de[j] + J[q, i, 10 + j] * dZ[f, 3 + j])
+                    if q == 0:
+                        dF[i] = sq
+                    elif q == 1:
+                        dP[i] = sq
+                    else:
+                        dM[i] = sq
+        else:
+            o = ma.ty_par[s]
+            law = ma.ty_law[s]
+            o1 = o + TL.tire_npar(law)
+            TL.element_force_dir(law, c, vc, e, Z[f, 3:6], p[o:o1], road, dc, dvc, de,
+                                 dZ[f, 3:6], dp[o:o1], droad, F, P, M, dF, dP, dM)
         _add_point_force_t(dfb, dnb, b, P, F, dP, dF)
         for i in range(3):
             dnb[b, i] += dM[i]

@@ -140,7 +140,7 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
     if kin:
         T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
     T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb,
-                       dQj, kin, bm, bg, bdm, bdg)
+                       dQj, kin, bm, bg, bdm, bdg, np.zeros((0, 3, 3, 13)), False)
     if form == FORM_ORIGIN:
         T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj, dtau,
                                     bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)

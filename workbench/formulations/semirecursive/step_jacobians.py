@@ -376,7 +376,7 @@ def step_jacobians(ma, p, form, t, zi, zdi, a, z, Gm, pkin, pskip, ms_type, ms_a
 
     The one-row case of :func:`jacobian_rows` (one compiled kernel for both).
     """
-    d, n = len(zi), len(z)
+    d = len(zi)
     npar, nm = Gm.shape[1], len(ms_type)
     row = lambda x: np.array(x, dtype=float).reshape(1, -1)     # copies
     blk = make_block(1, d, npar, nm)
@@ -455,10 +455,10 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         nskip += pskip[q]
     gsp = sparse_columns(Gm, pskip)
     own = (make_step_workspace(ma, n, npar, nm, zskip), np.zeros((d, p.shape[0])), gsp,
-           fields_read(gsp[2], p.shape[0]))
+           fields_read(gsp[2], p.shape[0]), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)))
     # views without reference counts (the owners above and the caller's arrays outlive
     # the loop): no atomic increments when they are passed to the kernels
-    sw, gl, gsp, need = AR.borrow(own)
+    sw, gl, gsp, need, TJ = AR.borrow(own)
     gcol, gptr, gidx, gval = gsp
     p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
                                                              pkin, pskip))
@@ -467,7 +467,6 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     Rout, zdout, zddout = AR.borrow(rzz)
     m = ma.c_type.shape[0]
     nfield = p.shape[0]
-    nf = ma.fr_parent.shape[0]
     ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
     cZd, Xb, wv, subv = rt
     bdm, bdg, bdJ, zskip = bt
@@ -497,6 +496,9 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         fb, nb_ = ws.fb, ws.nb
         projected_matrix(R, Md, Mbar)
         measures(ma, p, A, r, Z, Zd, z, zd, zdd, ms_type, ms_a, ms_c, mval)
+        # the tires' wrenches and their state Jacobians, once per row: the Z and V
+        # directions take their tangents as products (T.tire_forces_t)
+        T.tire_state_jacobians(ma, p, A, r, Z, Zd, TJ)
         # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
         qr_solve_transpose(V, beta, Rm, tau, mu)
         # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
@@ -645,7 +647,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                 # the bodies' mass, centre-of-mass and inertia tangents, once per direction
                 T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
             T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
-                               dnb, dQj, kin, bm, bg, bdm, bdg)
+                               dnb, dQj, kin, bm, bg, bdm, bdg, TJ, not has_p)
             if form == MR.FORM_ORIGIN:
                 T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj,
                                             dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
