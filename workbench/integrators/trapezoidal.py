@@ -226,6 +226,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
     zfac[:] = z
     fac_ok = True
+    # an open tree: Theta_z is constant, the position problem is z = z^i and the
+    # factorisation and R^Phi of the initial state serve every iterate
+    const_theta = MR.constant_theta(ma)
     k0 = 0                               # last output row written
     while k0 < nsteps:
         # Attempts, from the state of row k0 (an, zin, ...):
@@ -277,16 +280,20 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                 rn = 0.0
                 for it in range(newton_maxit + 1):
                     trapezoidal_update(czi, czdi, ca, a, hs, zi, zdi)
-                    st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
-                                                          pos_maxit, True)
-                    if st != OK:
-                        status = st
-                        fac_ok = False
-                        break
-                    if pit == 0 and fac_ok and _same(z, zfac):
+                    if const_theta and fac_ok:
+                        MR.coordinate_position(ma, p, zi, z, ws)
+                        pit = 0
+                    else:
+                        st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
+                                                              pos_maxit, True)
+                        if st != OK:
+                            status = st
+                            fac_ok = False
+                            break
+                    if fac_ok and (const_theta or (pit == 0 and _same(z, zfac))):
                         # the position did not move since Theta_z was factorised and R^Phi
                         # formed (a later Newton iterate: zi moved by h^2/4 da, within the
-                        # position tolerance): both are still exact
+                        # position tolerance), or Theta_z is constant: both are still exact
                         MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
                     else:
                         st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb,

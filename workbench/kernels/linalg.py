@@ -244,19 +244,54 @@ def qr_solve_transpose(V, beta, Rm, c, mu):
 
 @njit(cache=True)
 def projected_matrix(Rphi, M, out):
-    """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call)."""
+    """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call).
+
+    When at most a quarter of the entries of ``Rphi`` are non-zero (``R^Phi`` of an open
+    tree is a selection matrix; a QR solve leaves rounding-level entries elsewhere) only
+    those are visited, in the order of the dense sums: the same numbers."""
     n, d = Rphi.shape
     MR_ = _S256()[:n * d].reshape((n, d)) if n * d <= 256 else np.empty((n, d))
+    cnt = 0
+    for j in range(d):
+        for k in range(n):
+            if Rphi[k, j] != 0.0:
+                cnt += 1
+    if 4 * cnt > n * d:
+        for i in range(n):
+            for j in range(d):
+                s = 0.0
+                for k in range(n):
+                    s += M[i, k] * Rphi[k, j]
+                MR_[i, j] = s
+        for i in range(d):
+            for j in range(d):
+                s = 0.0
+                for k in range(n):
+                    s += Rphi[k, i] * MR_[k, j]
+                out[i, j] = s
+        return
+    nzk = np.empty(max(cnt, 1), dtype=np.int64)
+    ptr = np.empty(d + 1, dtype=np.int64)
+    cnt = 0
+    for j in range(d):
+        ptr[j] = cnt
+        for k in range(n):
+            if Rphi[k, j] != 0.0:
+                nzk[cnt] = k
+                cnt += 1
+    ptr[d] = cnt
     for i in range(n):
         for j in range(d):
             s = 0.0
-            for k in range(n):
+            for q in range(ptr[j], ptr[j + 1]):
+                k = nzk[q]
                 s += M[i, k] * Rphi[k, j]
             MR_[i, j] = s
     for i in range(d):
         for j in range(d):
             s = 0.0
-            for k in range(n):
+            for q in range(ptr[i], ptr[i + 1]):
+                k = nzk[q]
                 s += Rphi[k, i] * MR_[k, j]
             out[i, j] = s
 

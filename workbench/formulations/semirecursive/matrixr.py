@@ -26,6 +26,7 @@ from workbench.forces import tire_mf as TL
 from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
+from workbench.kernels.layout import DOF_COORD
 from workbench.kernels.linalg import maxabs, projected_matrix, qr_factor, qr_solve
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
@@ -305,6 +306,31 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
         for k in range(n):
             z[k] += dz[k]
     return ST_POSITION, maxit, err, -1
+
+
+@njit(cache=True)
+def constant_theta(ma):
+    """``Theta_z = [Phi_z; B]`` does not depend on ``z``: no constraint equations and every
+    DOF a joint coordinate (an open tree), so that ``z^i`` are coordinates of ``z`` and the
+    factorisation of ``Theta_z`` and ``R^Phi`` (eq 16) are the same at every position."""
+    if ma.c_type.shape[0] != 0:
+        return False
+    for k in range(ma.dof_type.shape[0]):
+        if ma.dof_type[k] != DOF_COORD:
+            return False
+    return True
+
+
+@njit(cache=True)
+def coordinate_position(ma, p, zi, z, ws):
+    """The position problem (eqs 10-13) when :func:`constant_theta` holds: ``z`` takes the
+    DOF values ``z^i`` and the position kinematics and joint columns at ``z`` go into
+    ``ws``; the factorisation of ``Theta_z`` in ``ws`` stays valid (for
+    :func:`velocity_acceleration`)."""
+    for k in range(zi.shape[0]):
+        z[ma.dof_i[k, 0]] = zi[k]
+    K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
+    K.joint_columns(ma, ws.r, ws.u, ws.bcol)
 
 
 @njit(cache=True)
