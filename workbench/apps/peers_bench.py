@@ -16,6 +16,12 @@ models, and writes ``peers.json`` and ``peers.md`` (see ``docs/bench-peers.md``)
   **Pinocchio** ``computeABADerivatives`` called once per step along our trajectory
   (a Python loop over the rows; the same chain built with ``pin.Model``): compared, the
   accelerations ``aba(q, v, tau)`` with ``tau = -k q - c v`` against ours on every row.
+* **forward step against a Pinocchio-ABA trapezoidal step** (issue 29 item 2), the same
+  chains: our simulation per step beside an ESTIMATE of a trapezoidal step built on
+  Pinocchio, as many ``aba`` calls as our Newton evaluations per step plus one
+  ``computeABADerivatives`` (the step's Newton matrix, as our modified Newton forms one),
+  each timed per call from a Python loop over our rows (binding overhead included, the
+  ``d x d`` solve not counted).
 * **10-link closed chain** (:func:`workbench.apps.bench.closed_chain`, exact closure by
   a rigid rod) forward per step against **MuJoCo** ``implicit`` and ``implicitfast``
   on the same chain closed by a tendon equality constraint (the rod: a spatial tendon
@@ -526,7 +532,12 @@ def _pin_rows(n, T, h, repeat, pin, echo) -> list:
             def loop():
                 for r in range(N):
                     pin.computeABADerivatives(pm, pd_, Q[r], V[r], TAU[r])
+
+            def aba_loop():
+                for r in range(N):
+                    pin.aba(pm, pd_, Q[r], V[r], TAU[r])
             loop()
+            aba_loop()
             fns["pin"] = loop
         except Exception as exc:                          # noqa: BLE001
             status = _failed(exc)
@@ -537,7 +548,30 @@ def _pin_rows(n, T, h, repeat, pin, echo) -> list:
                   R.us("pin", N), R.cpu_us("wb", N), R.cpu_us("pin", N),
                   R.cpu_per_wall("wb"), R.cpu_per_wall("pin"))
     echo(_line(row))
-    return [row]
+    # item 2: our forward step against what a trapezoidal step built on Pinocchio's ABA
+    # costs: as many aba calls as our Newton evaluations per step and one
+    # computeABADerivatives for the step's Newton matrix (our modified Newton)
+    ev = float(np.mean(sim.newton_iterations[1:]))
+    fns2 = {"wb": lambda: simulate(cm, N * h, h)}
+    if "pin" in fns:
+        fns2["aba"] = aba_loop
+        fns2["der"] = loop
+    R2 = _alternate(fns2, repeat)
+    est = [ev * a + b for a, b in zip(R2.us("aba", N), R2.us("der", N))]
+    peer2 = (f"Pinocchio ABA trapezoidal step, ESTIMATE: {ev:.2f} aba calls (our Newton "
+             "evaluations per step) + 1 computeABADerivatives (the step's Newton matrix), "
+             "each timed per call from a Python loop over our rows (binding overhead "
+             "included, the d x d solve not counted)")
+    row2 = PeerRow(case, "forward per step vs a Pinocchio-ABA trapezoidal step (estimate)",
+                   "us/step", _med(R2.us("wb", N)),
+                   peer2 if "pin" in fns else "Pinocchio ABA trapezoidal step (estimate)",
+                   _med(est), status, "the same states as the row above", float("nan"),
+                   R2.us("wb", N), est, R2.cpu_us("wb", N),
+                   (ev * R2.cpu_us("aba", N) + R2.cpu_us("der", N)) if "pin" in fns
+                   else float("nan"), R2.cpu_per_wall("wb"),
+                   R2.cpu_per_wall("der") if "pin" in fns else float("nan"))
+    echo(_line(row2))
+    return [row, row2]
 
 
 def _closed_rows(T, h, repeat, mujoco, echo) -> list:
