@@ -766,6 +766,13 @@ def bench_peers(quick: bool = False, out=None, echo=print, repeat: int = 5) -> l
     mujoco = _import("mujoco")
     threads0 = numba.get_num_threads()
     numba.set_num_threads(1)
+    # one core for the whole process (threads XLA starts despite its flags included):
+    # pinned to the first CPU it may use, restored after
+    cpus0 = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else None
+    pinned = ""
+    if cpus0:
+        os.sched_setaffinity(0, {min(cpus0)})
+        pinned = f"the process pinned to CPU {min(cpus0)} (sched_setaffinity); "
     rows, extra = [], {}
     try:
         for n in sizes:
@@ -778,9 +785,11 @@ def bench_peers(quick: bool = False, out=None, echo=print, repeat: int = 5) -> l
         rows += _buggy_rows(T_buggy, repeat, echo)
     finally:
         numba.set_num_threads(threads0)
+        if cpus0:
+            os.sched_setaffinity(0, cpus0)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "quick": bool(quick),
             "repeat": int(repeat), "dt": h, "machine": _machine(),
-            "one_core": ("numba.set_num_threads(1) for the run and threads=1 for the "
+            "one_core": (pinned + "numba.set_num_threads(1) for the run and threads=1 for the "
                          "sensitivities; JAX: " + jax_mod[2] + "; MuJoCo: rollout with one "
                          "MjData (one thread); Pinocchio: single-threaded calls"),
             "extra": extra}
