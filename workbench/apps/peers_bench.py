@@ -249,6 +249,10 @@ class _Runs:
         return _med([c / w for c, w in zip(self.cpu.get(k, []), self.wall.get(k, []))])
 
 
+#: seconds of pause before each timed run of :func:`_alternate`
+SETTLE_S = 0.2
+
+
 def _alternate(fns: dict, repeat: int) -> _Runs:
     """Run the callables of ``fns`` in turn ``repeat`` times (alternated, so that a load
     change on the shared machine hits all of them), timing the wall and the process CPU
@@ -256,6 +260,9 @@ def _alternate(fns: dict, repeat: int) -> _Runs:
     runs = _Runs(fns)
     for _ in range(max(1, int(repeat))):
         for k, fn in fns.items():
+            # a pause before each timed run: worker threads a peer leaves spinning after
+            # its call (XLA's) go idle instead of sharing the pinned core with the next run
+            time.sleep(SETTLE_S)
             c0, t0 = time.process_time(), time.perf_counter()
             fn()
             runs.wall[k].append(time.perf_counter() - t0)
