@@ -27,7 +27,8 @@ from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
-from workbench.kernels.linalg import maxabs, projected_matrix, qr_factor, qr_solve
+from workbench.kernels.linalg import (lu_solve_inplace, maxabs, projected_matrix, qr_factor,
+                                      qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
@@ -360,6 +361,8 @@ def factor_r(ma, p, z, Rphi, ws):
     bad = qr_factor(Th, V, beta, Rm, 1e-12)
     if bad >= 0:
         return ST_SINGULAR, bad
+    if partitioned_r(ma, Th, Rphi):
+        return OK, -1
     rhs = ws.vel_rhs
     col = ws.vel_col
     for j in range(d):
@@ -370,6 +373,53 @@ def factor_r(ma, p, z, Rphi, ws):
         for k in range(n):
             Rphi[k, j] = col[k]
     return OK, -1
+
+
+@njit(cache=True)
+def partitioned_r(ma, Th, Rphi):
+    """``R^Phi`` (eq 16) by coordinate partitioning when every DOF is a joint coordinate:
+    with ``i_j`` the coordinate of DOF ``j`` and the other ``m`` coordinates the dependent
+    ones, ``Theta_z R_j = [0; e_j]`` reads ``R[i_k, j] = delta_kj`` and
+    ``Phi_dep R[dep, j] = -Phi_z[:, i_j]``: one ``m x m`` LU with partial pivoting instead
+    of ``d`` solves with the ``n x n`` QR of ``Theta_z`` (``Th``: its first ``m`` rows are
+    ``Phi_z``).  Returns False, ``Rphi`` untouched, when a DOF is not a coordinate or
+    ``Phi_dep`` is numerically singular (then the QR solves form it)."""
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    n = Th.shape[1]
+    for k in range(d):
+        if ma.dof_type[k] != DOF_COORD:
+            return False
+    dep = np.empty(max(m, 1), dtype=np.int64)
+    isdof = np.zeros(n, dtype=np.int64)
+    for k in range(d):
+        isdof[ma.dof_i[k, 0]] = 1
+    c = 0
+    for k in range(n):
+        if isdof[k] == 0:
+            if c == m:
+                return False
+            dep[c] = k
+            c += 1
+    if c != m:
+        return False
+    A = np.empty((m, m))
+    X = np.empty((m, d))
+    W = np.empty((m, m))
+    for r in range(m):
+        for c in range(m):
+            A[r, c] = Th[r, dep[c]]
+        for j in range(d):
+            X[r, j] = -Th[r, ma.dof_i[j, 0]]
+    if not lu_solve_inplace(A, X, W):
+        return False
+    Rphi[:, :] = 0.0
+    for j in range(d):
+        Rphi[ma.dof_i[j, 0], j] = 1.0
+    for c in range(m):
+        for j in range(d):
+            Rphi[dep[c], j] = X[c, j]
+    return True
 
 
 @njit(cache=True)
