@@ -133,10 +133,10 @@ def test_element_jacobian_matches_central_differences():
         # ~1e-16 |F| / h); the floor covers the columns that vanish analytically
         assert err < 1e-6, (j, err, J[:, j], ref)
     # the state columns of the Newton matrix are the same numbers
-    JF2, JP2 = np.zeros((3, T.X_ROAD + len(ROAD))), np.zeros((3, T.X_ROAD + len(ROAD)))
-    TL.element_state_jacobian(TL.LAW_MF, X[0:3], X[3:6], X[6:9], X[9:12], X[12:NX], X[NX:],
-                              F, P, JF2, JP2)
-    np.testing.assert_array_equal(JF2[:, :12], JF[:, :12])
+    JF2, JP2, JM2 = (np.zeros((3, T.NX_STATE)) for _ in range(3))
+    TL.element_wrench_state_jacobian(TL.LAW_MF, X[0:3], X[3:6], X[6:9], X[9:12], X[12:NX],
+                                     X[NX:], F, P, M, JF2, JP2, JM2)
+    np.testing.assert_array_equal(JF2, JF[:, :12])
 
 
 def test_disc_law_through_the_dispatchers_is_unchanged():

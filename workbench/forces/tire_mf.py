@@ -9,7 +9,7 @@ The model's tire element has two laws (``Model.tire(..., law=...)``):
   (:mod:`workbench.forces.magic_formula`).
 
 The dispatchers :func:`element_force`, :func:`element_force_dir` and
-:func:`element_state_jacobian` are what the kernels call; the law of tire ``s`` is
+:func:`element_wrench_state_jacobian` are what the kernels call; the law of tire ``s`` is
 ``ma.ty_law[s]`` and its fields are the :func:`tire_npar` consecutive fields of ``p`` from
 ``ma.ty_par[s]``.
 
@@ -251,7 +251,9 @@ def element_wrench_state_jacobian(law, c, vc, a, w, tp, road, F, P, M, JF, JP, J
     """``F``, ``P``, ``M`` and their exact Jacobians with respect to the 12 state inputs
     ``[c, vc, a, w]`` (``JF``, ``JP``, ``JM``: 3 x 12), the moment included (zero for the
     disc law): what the tangent of the wrench along a direction that moves no tire or road
-    field is a product with (``dF = JF dX``, :func:`workbench.kernels.tangents.tire_forces_t`).
+    field is a product with (``dF = JF dX``, :func:`workbench.kernels.tangents.tire_forces_t`),
+    and the tire block of the Newton matrix (its moment left out there,
+    :func:`workbench.formulations.semirecursive.matrixr.force_jacobians`).
     Returns ``(delta, N)``."""
     if law == LAW_MF:
         return mf_tire_force_jacobian(c, vc, a, w, tp, road, F, P, M, JF, JP, JM)
@@ -266,17 +268,3 @@ def element_wrench_state_jacobian(law, c, vc, a, w, tp, road, F, P, M, JF, JP, J
             JP[i, j] = JPf[i, j]
             JM[i, j] = 0.0
     return delta, N
-
-
-@njit(cache=True)
-def element_state_jacobian(law, c, vc, a, w, tp, road, F, P, JF, JP):
-    """``F``, ``P`` and their Jacobians for the Newton matrix: the disc law fills every
-    column of :func:`workbench.forces.tire.tire_force_jacobian` (``JF`` 3 x (19 + len(road))),
-    the Magic Formula law the 12 state columns ``[c, vc, a, w]`` (its moment is left out of
-    the Newton matrix).  Returns ``(delta, N)``."""
-    if law == LAW_MF:
-        JM = np.empty((3, TY.NX_STATE))
-        M = np.empty(3)
-        return mf_tire_force_jacobian(c, vc, a, w, tp, road, F, P, M, JF[:, :TY.NX_STATE],
-                                      JP[:, :TY.NX_STATE], JM)
-    return TY.tire_force_jacobian(c, vc, a, w, tp, road, F, P, JF, JP)

@@ -310,16 +310,20 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
 
 
 @njit(cache=True)
-def constant_theta(ma):
-    """``Theta_z = [Phi_z; B]`` does not depend on ``z``: no constraint equations and every
-    DOF a joint coordinate (an open tree), so that ``z^i`` are coordinates of ``z`` and the
-    factorisation of ``Theta_z`` and ``R^Phi`` (eq 16) are the same at every position."""
-    if ma.c_type.shape[0] != 0:
-        return False
+def coordinate_dofs(ma):
+    """Every DOF is a joint coordinate (``B`` a selection of rows of the identity)."""
     for k in range(ma.dof_type.shape[0]):
         if ma.dof_type[k] != DOF_COORD:
             return False
     return True
+
+
+@njit(cache=True)
+def constant_theta(ma):
+    """``Theta_z = [Phi_z; B]`` does not depend on ``z``: no constraint equations and every
+    DOF a joint coordinate (an open tree), so that ``z^i`` are coordinates of ``z`` and the
+    factorisation of ``Theta_z`` and ``R^Phi`` (eq 16) are the same at every position."""
+    return ma.c_type.shape[0] == 0 and coordinate_dofs(ma)
 
 
 @njit(cache=True)
@@ -387,9 +391,8 @@ def partitioned_r(ma, Th, Rphi):
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
     n = Th.shape[1]
-    for k in range(d):
-        if ma.dof_type[k] != DOF_COORD:
-            return False
+    if not coordinate_dofs(ma):
+        return False
     dep = np.empty(max(m, 1), dtype=np.int64)
     isdof = np.zeros(n, dtype=np.int64)
     for k in range(d):
@@ -523,7 +526,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     dF/dw J_w)`` (``c``: wheel centre, ``a``: spin axis, ``w``: angular velocity).  The
     convective terms ``dF/dvc dvc/dz``, ``dF/dw dw/dz`` and the change of ``J_m`` are
     omitted (like the geometric stiffness of the other elements), and so is the aligning
-    moment of the Magic Formula law (:func:`workbench.forces.tire_mf.element_state_jacobian`)."""
+    moment of the Magic Formula law (:func:`workbench.forces.tire_mf.element_wrench_state_jacobian`)."""
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     Kd[:, :] = 0.0
     Cd[:, :] = 0.0
@@ -588,11 +591,12 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     nty = ma.ty_pt.shape[0]
     if nty > 0:
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-        nX = TY.X_ROAD + road.shape[0]
-        JF = np.empty((3, nX))
-        JP = np.empty((3, nX))
+        JF = np.empty((3, TY.NX_STATE))
+        JP = np.empty((3, TY.NX_STATE))
+        JM = np.empty((3, TY.NX_STATE))
         Ft = _S3()
         Pt = _S3()
+        Mt = _S3()
         Jw = np.empty((3, n))
         Jm = np.empty((3, n))
         dFz = np.empty((3, n))
@@ -605,9 +609,9 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
             K.vector_global(ma, A, ma.ty_vc[s], e)
             o = ma.ty_par[s]
             law = ma.ty_law[s]
-            delta, N = TL.element_state_jacobian(law, x1, v1, e, Z[f, 3:6],
-                                                 p[o:o + TL.tire_npar(law)], road, Ft, Pt, JF,
-                                                 JP)
+            delta, N = TL.element_wrench_state_jacobian(law, x1, v1, e, Z[f, 3:6],
+                                                        p[o:o + TL.tire_npar(law)], road, Ft,
+                                                        Pt, Mt, JF, JP, JM)
             if not delta > 0.0:
                 continue
             K.point_jacobian(ma, p, A, r, bcol, k1, J1)
