@@ -54,7 +54,10 @@ def test_path_follower_gradients_direct_adjoint_differences(buggy):
     """d(lateral objectives)/d(gain, servo stiffness, servo damping, lane-change offset):
     direct = adjoint (1e-9) = central differences (1e-6, each entry relative to itself;
     measured ~1e-8), over the first half of the first lane change (the path bends at the
-    preview point from t ~ 1.3 s)."""
+    preview point from t ~ 1.3 s).  The differences' tolerance has a floor of 1e-10 of the
+    row's largest entry: the rack objective's servo-stiffness and damping entries (6e-10
+    and 3.5e-8 of their row) sit at the difference quotient's noise (seen: 1.4e-18 and
+    3.9e-17 absolute, 6e-14 of the row's largest entry, 3.5e-6 of themselves)."""
     m = _prepared(maneuver(buggy, "iso3888-1", driver="path", speed=SPEED, dt=DT))
     obj = [workbench.objectives.coordinate("lateral", "chassis.y", power=2),
            workbench.objectives.coordinate("rack", "rack", power=2)]
@@ -65,7 +68,8 @@ def test_path_follower_gradients_direct_adjoint_differences(buggy):
     F = sensitivity(m, method="fd", **kw)
     assert np.all(D.gradient != 0.0)
     np.testing.assert_allclose(A.gradient, D.gradient, rtol=1e-9, atol=0)
-    np.testing.assert_allclose(F.gradient, D.gradient, rtol=1e-6, atol=0)
+    floor = 1e-10 * np.abs(D.gradient).max(axis=1, keepdims=True)
+    assert np.all(np.abs(F.gradient - D.gradient) <= 1e-6 * np.abs(D.gradient) + floor)
 
 
 def test_dlc_with_the_path_driver_stays_in_the_lanes(buggy):

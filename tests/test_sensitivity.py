@@ -392,16 +392,17 @@ def test_report_timings_are_the_median_run_after_a_discarded_warm_up():
 
 def test_resumed_segment_reproduces_the_stored_rows_bit_for_bit():
     """Checkpointing rests on this: a run resumed from a stored row (with that row's
-    acceleration and the predictor state) repeats the original rows exactly."""
+    acceleration and the predictor state: the previous rows' accelerations, newest first)
+    repeats the original rows exactly."""
     from workbench.formulations import formulation_code
     from workbench.integrators.simulation import integrate_steps
+    from workbench.integrators.trapezoidal import PRED_HIST
     cm = catalog.load("five-bar").compile()
     full = simulate(cm, 0.3, 1e-3)
     k = 137
     part = integrate_steps(cm, "sr-com", formulation_code("sr-com"), 0.0, 1e-3, 300 - k, full.zi[k],
                 full.zdi[k], full.z[k],
-                resume=(full.zddi[k], np.stack([full.zddi[k - 1], full.zddi[k - 2],
-                                                full.zddi[k - 3]]), 3),
+                resume=(full.zddi[k], full.zddi[k - 1:k - 1 - PRED_HIST:-1], PRED_HIST),
                 kofs=k)
     for name in ("t", "z", "zd", "zdd", "zi", "zdi", "zddi"):
         np.testing.assert_array_equal(getattr(part, name), getattr(full, name)[k:], name)

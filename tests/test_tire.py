@@ -462,3 +462,96 @@ def test_out_of_contact_the_directional_derivative_vanishes():
     _, _, dFc, dPc = force_complex_step(X, dX)
     assert np.all(dFc == 0)
     np.testing.assert_allclose(dP, dPc, rtol=0, atol=1e-14 * np.abs(dPc).max())
+
+
+# ----------------------------------------------------------------------------------------
+# the allocation-free state Jacobian used by the Newton matrix and the step Jacobians
+# ----------------------------------------------------------------------------------------
+
+
+def state_jacobian(X):
+    F, P = np.zeros(3), np.zeros(3)
+    JF, JP = np.full((3, T.NX_STATE), np.nan), np.full((3, T.NX_STATE), np.nan)
+    delta, N = T.tire_force_state_jacobian(X[0:3], X[3:6], X[6:9], X[9:12], X[12:19],
+                                           X[19:], F, P, JF, JP)
+    return F, P, JF, JP, delta, N
+
+
+def random_states(n, seed):
+    """States in every regime: out of contact, inside the depth ramp, beyond it; on the
+    flat road and on both steps; spin axes tilted every way, spinning and skidding."""
+    rng = np.random.default_rng(seed)
+    depths = (-2e-3, -1e-5, 2e-4, 5e-4, 9e-4, 3e-3, 1e-2)
+    for i in range(n):
+        tilt = 0.3 if i % 3 else 1.0
+        yield state(x=rng.choice([2.0, 5.5, 7.0]) + rng.uniform(-0.3, 0.3),
+                    axis=rng.normal(size=3) * tilt + [0, 1, 0], vc=rng.normal(size=3) * 3,
+                    w=rng.normal(size=3) * 10, delta=depths[i % len(depths)]
+                    * rng.uniform(0.5, 1.5))
+
+
+def test_state_jacobian_is_the_first_twelve_columns_of_the_full_jacobian():
+    regimes = {"out": 0, "depth ramp": 0, "full": 0, "on a step": 0}
+    for X in random_states(400, 5):
+        F, P, JF, JP, delta, N = state_jacobian(X)
+        # the value part is the force law itself, bit for bit (same formulas, same order)
+        FP = force(X)
+        np.testing.assert_array_equal(F, FP[:3])
+        np.testing.assert_array_equal(P, FP[3:])
+        F2, P2, J2, delta2, N2 = jacobian(X)
+        assert delta == delta2
+        # 1e-13 relative: the same chain rule, the rate of penetration summed in another
+        # order (rounding of the largest entry of each block)
+        assert N == pytest.approx(N2, rel=1e-13, abs=0)
+        for J, ref in ((JF, J2[:3, :T.NX_STATE]), (JP, J2[3:, :T.NX_STATE])):
+            np.testing.assert_allclose(J, ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+        if delta <= 0:
+            regimes["out"] += 1
+            assert N == 0 and np.all(JF == 0)
+            continue
+        regimes["depth ramp" if delta < TP[5] else "full"] += 1
+        regimes["on a step"] += abs(T.road_profile(ROAD, P[0])[1]) > 1e-3
+    assert min(regimes.values()) >= 40, regimes
+
+
+def test_state_jacobian_matches_central_differences_of_the_force_law():
+    checked = 0
+    for X in random_states(120, 6):
+        delta, N, road_margin, tp = ramp_margins(X)
+        # Richardson steps move delta by ~1e-5 |X|: keep away from the kinks of the
+        # ramps (delta = 0, depth_ramp; N_raw = force_ramp) and of the road pieces
+        if (min(abs(delta), abs(delta - tp[5])) < 0.05 * tp[5] or abs(N - tp[6]) < 0.3 * tp[6]
+                or road_margin < 1e-2):
+            continue
+        checked += 1
+        F, P, JF, JP, _, _ = state_jacobian(X)
+        Jn = richardson(lambda Xs: force(np.concatenate([Xs, X[12:]])), X[:12].copy())
+        # 1e-6 relative to each block's largest entry: Richardson-extrapolated central
+        # differences (relative steps 1e-5) have truncation O(h^4) times the fifth
+        # derivative, which grows near the kinks of the C1 ramps (these random states may
+        # be 5 % of a ramp away; measured worst 2e-8), rounding ~1e-11; a wrong term
+        # would show at O(1)
+        for J, ref in ((JF, Jn[:3]), (JP, Jn[3:])):
+            np.testing.assert_allclose(J, ref, rtol=0, atol=1e-6 * np.abs(ref).max() + 1e-300)
+    assert checked >= 40
+
+
+def test_state_jacobian_runs_on_complex_inputs_and_complex_step_agrees():
+    X = REGIMES["on the step ramp, full contact"]
+    F0, P0, JF0, JP0, _, _ = state_jacobian(X)
+    rng = np.random.default_rng(8)
+    eps = 1e-30
+    for _ in range(4):
+        dX = rng.normal(size=T.NX_STATE)
+        Xc = X.astype(complex)
+        Xc[:T.NX_STATE] += 1j * eps * dX
+        F, P = np.zeros(3, complex), np.zeros(3, complex)
+        JF, JP = np.zeros((3, T.NX_STATE), complex), np.zeros((3, T.NX_STATE), complex)
+        T.tire_force_state_jacobian(Xc[0:3], Xc[3:6], Xc[6:9], Xc[9:12], Xc[12:19], Xc[19:],
+                                    F, P, JF, JP)
+        # the real parts are the real evaluation (eps^2 = 1e-60 is below every rounding)
+        np.testing.assert_array_equal(F.real, F0)
+        np.testing.assert_array_equal(JF.real, JF0)
+        # 1e-12 relative: complex step has no subtractive cancellation (see above)
+        for J, d in ((JF0, F.imag / eps), (JP0, P.imag / eps)):
+            np.testing.assert_allclose(J @ dX, d, rtol=0, atol=1e-12 * np.abs(d).max())

@@ -247,6 +247,48 @@ def element_force_dir(law, c, vc, a, w, tp, road, dc, dvc, da, dw, dtp, droad, F
 
 
 @njit(cache=True)
+def wrench_state_cache(law, c, vc, a, w, tp, road, J):
+    """The cache ``J`` (3 x 3 x 13) of one tire at the state inputs ``[c, vc, a, w]``:
+    ``J[k, :, 0]`` the force ``F`` (k = 0), its point ``P`` (1) and the moment ``M`` (2),
+    ``J[k, :, 1:13]`` their Jacobians (:func:`element_wrench_state_jacobian`), for
+    :func:`wrench_state_product`."""
+    W = np.empty((3, 3))
+    JW = np.empty((3, 3, 12))
+    element_wrench_state_jacobian(law, c, vc, a, w, tp, road, W[0], W[1], W[2], JW[0], JW[1],
+                                  JW[2])
+    for k in range(3):
+        for i in range(3):
+            J[k, i, 0] = W[k, i]
+            for j in range(12):
+                J[k, i, 1 + j] = JW[k, i, j]
+
+
+@njit(cache=True)
+def wrench_state_product(J, dc, dvc, da, dw, F, P, M, dF, dP, dM):
+    """``F, P, M`` and their tangents ``(dF, dP, dM) = J dX`` along ``dX = [dc, dvc, da,
+    dw]`` from the cache ``J`` (3 x 3 x 13) of one tire: ``J[k, :, 0]`` the value of ``F``
+    (k = 0), ``P`` (1), ``M`` (2), ``J[k, :, 1:13]`` its Jacobian of
+    :func:`element_wrench_state_jacobian`.  The tangent of the wrench along a direction
+    that moves no tire or road field, on both formulations' sides."""
+    for i in range(3):
+        F[i] = J[0, i, 0]
+        P[i] = J[1, i, 0]
+        M[i] = J[2, i, 0]
+    for k in range(3):
+        for i in range(3):
+            sk = 0.0
+            for j in range(3):
+                sk += (J[k, i, 1 + j] * dc[j] + J[k, i, 4 + j] * dvc[j]
+                       + J[k, i, 7 + j] * da[j] + J[k, i, 10 + j] * dw[j])
+            if k == 0:
+                dF[i] = sk
+            elif k == 1:
+                dP[i] = sk
+            else:
+                dM[i] = sk
+
+
+@njit(cache=True)
 def element_wrench_state_jacobian(law, c, vc, a, w, tp, road, F, P, M, JF, JP, JM):
     """``F``, ``P``, ``M`` and their exact Jacobians with respect to the 12 state inputs
     ``[c, vc, a, w]`` (``JF``, ``JP``, ``JM``: 3 x 12), the moment included (zero for the
@@ -257,14 +299,9 @@ def element_wrench_state_jacobian(law, c, vc, a, w, tp, road, F, P, M, JF, JP, J
     Returns ``(delta, N)``."""
     if law == LAW_MF:
         return mf_tire_force_jacobian(c, vc, a, w, tp, road, F, P, M, JF, JP, JM)
-    nX = TY.X_ROAD + road.shape[0]
-    JFf = np.empty((3, nX))
-    JPf = np.empty((3, nX))
-    delta, N = TY.tire_force_jacobian(c, vc, a, w, tp, road, F, P, JFf, JPf)
+    delta, N = TY.tire_force_state_jacobian(c, vc, a, w, tp, road, F, P, JF, JP)
     for i in range(3):
         M[i] = 0.0
         for j in range(TY.NX_STATE):
-            JF[i, j] = JFf[i, j]
-            JP[i, j] = JPf[i, j]
             JM[i, j] = 0.0
     return delta, N

@@ -478,8 +478,8 @@ def integrate_steps(cm, formulation, form, t0, dt, nsteps, zi0, zdi0, z0,
     trapezoidal loop of the formulation's family (:data:`FAMILY_RUNS`).
 
     ``resume = (a, aprev, nplain)`` continues a stored trajectory from one of its rows (the
-    row's acceleration, the three previous rows' (3 x d) and how many of those were
-    reached by plain steps, at most 3): the rows are
+    row's acceleration, the previous rows' (``TZ.PRED_HIST`` x d, newest first) and how
+    many of those were reached by plain steps, at most ``TZ.PRED_HIST``): the rows are
     reproduced bit for bit (used by the checkpointed adjoint); ``kofs`` is then the index of
     the starting row in the whole run (``t0`` stays the start time of the whole run)."""
     run = FAMILY_RUNS[get_formulation(formulation).family]
@@ -597,11 +597,12 @@ class RunJob:
         self.KS[:, :1] = 0.0
         self.progress = np.zeros(1, dtype=np.int64)
         if resume is None:
-            res_flag, a_init, aprev, nplain = False, np.zeros(d), np.zeros((3, d)), 0
+            res_flag, a_init, nplain = False, np.zeros(d), 0
+            aprev = np.zeros((TZ.PRED_HIST, d))
         else:
             res_flag = True
             a_init = np.ascontiguousarray(resume[0], dtype=float)
-            aprev = np.ascontiguousarray(np.reshape(resume[1], (3, d)), dtype=float)
+            aprev = np.ascontiguousarray(np.reshape(resume[1], (TZ.PRED_HIST, d)), dtype=float)
             nplain = int(resume[2])
         self._args = (
             cm.arrays, cm.arrays.p, form, float(t0), float(dt), nsteps,

@@ -44,6 +44,20 @@ NOISE_TOL = 1e-7
 MAX_SUB = 16
 #: at most this many output intervals merged into one step next to a singular node
 MAX_SPAN = 4
+#: highest order of the polynomial extrapolation that predicts a step's accelerations
+#: (:func:`predict_acceleration`), and the number of previous rows' accelerations it keeps
+PRED_MAX = 6
+PRED_HIST = PRED_MAX + 1
+#: ``PRED_COEF[o, j] = (-1)^j C(o + 1, j + 1)``: the extrapolation of order ``o`` from
+#: ``o + 1`` equally spaced values, newest first (order 3: 4, -6, 4, -1)
+PRED_COEF = np.zeros((PRED_MAX + 1, PRED_MAX + 1))
+for _o in range(PRED_MAX + 1):
+    _c = 1.0
+    for _j in range(_o + 1):
+        # C(o + 1, j + 1) from C(o + 1, j)
+        _c = _c * (_o + 1 - _j) / (_j + 1)
+        PRED_COEF[_o, _j] = _c if _j % 2 == 0 else -_c
+del _o, _j, _c
 
 
 # ----------------------------------------------------------------------------------------
@@ -77,6 +91,72 @@ def correction_converged(dnorm, newton_tol, anorm):
     """The Newton correction ``dnorm = max |da|`` is below ``newton_tol (1 + max |a|)``:
     the current iterate is accepted (its state is the one evaluated)."""
     return dnorm <= newton_tol * anorm
+
+
+@njit(cache=True)
+def extrapolate(order, ca, hist, k):
+    """Component ``k`` of the extrapolation of order ``order >= 1`` (:data:`PRED_COEF`)
+    from ``ca, hist[0], ..., hist[order - 1]`` (newest first)."""
+    s = PRED_COEF[order, 0] * ca[k]
+    for j in range(1, order + 1):
+        s += PRED_COEF[order, j] * hist[j - 1, k]
+    return s
+
+
+@njit(cache=True)
+def predictor_weights(ca, hist, nplain, w):
+    """Weights ``w[o]`` of the extrapolations of orders ``o = 1 .. omax`` that predict the
+    next step's accelerations from the last node's ``ca`` and the previous rows' ``hist``
+    (newest first, ``nplain`` of them usable: reached by plain steps); returns ``omax``.
+
+    Each order is weighted by ``1 / e_o^2``, ``e_o`` the error with which it extrapolated
+    ``ca`` from the rows before it (max norm; the weights sum to 1): on smooth stretches
+    the high orders take over (closed chain: relative predictor error 6.5e-4 at order 3,
+    8e-6 with the weights, medians over a run), after a kink such as a tire touching the
+    ground the low ones.  A weighted mean, not the best order alone: the prediction stays
+    a continuous function of the past states, so that runs at nearby parameter values
+    (finite-difference checks) start their Newton iterations from nearby points (the
+    best order alone changed the converged accelerations by jumps of the Newton
+    tolerance).  The predictor sets only the Newton starting point, not the converged
+    solution."""
+    omax = min(nplain - 1, PRED_MAX)
+    tot = 0.0
+    for o in range(1, omax + 1):
+        e = 0.0
+        for k in range(ca.shape[0]):
+            s = PRED_COEF[o, 0] * hist[0, k]
+            for j in range(1, o + 1):
+                s += PRED_COEF[o, j] * hist[j, k]
+            e = max(e, abs(s - ca[k]))
+        w[o] = 1.0 / (e * e + 1e-300)
+        tot += w[o]
+    for o in range(1, omax + 1):
+        w[o] /= tot
+    return omax
+
+
+@njit(cache=True)
+def predict_acceleration(ca, hist, nplain, w, a):
+    """The Newton starting point ``a`` of a plain step: with at most three usable rows the
+    extrapolation of order ``nplain`` (constant, linear, quadratic, cubic: the predictor
+    until 2026-11-26), with more the weighted extrapolations of
+    :func:`predictor_weights`."""
+    d = ca.shape[0]
+    if nplain <= 3:
+        for k in range(d):
+            if nplain >= 2:
+                a[k] = extrapolate(nplain, ca, hist, k)
+            elif nplain == 1:
+                a[k] = ca[k] + (ca[k] - hist[0, k])
+            else:
+                a[k] = ca[k]
+        return
+    omax = predictor_weights(ca, hist, nplain, w)
+    for k in range(d):
+        s = 0.0
+        for o in range(1, omax + 1):
+            s += w[o] * extrapolate(o, ca, hist, k)
+        a[k] = s
 
 
 @njit(cache=True)
@@ -121,8 +201,9 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
 
     With ``resume`` the run continues a stored trajectory from one of its rows (adjoint
     checkpointing): the acceleration ``a_init`` of that row is taken as it is (not
-    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init`` (3 x d:
-    the accelerations of the three previous rows, ``nplain_init`` of them usable), so that
+    re-solved from ``Mbar a = -Qbar``) and the predictor starts from ``aprev_init``
+    (:data:`PRED_HIST` x d: the accelerations of the previous rows, newest first,
+    ``nplain_init`` of them usable), so that
     the re-run reproduces the stored rows bit for bit.  ``kofs`` is the index of the
     first row in the whole run (times are ``t0 + (kofs + k - 1) h + h`` as there).
 
@@ -140,8 +221,9 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     d = zi0.shape[0]
     # every work array of the run, owned here; the run itself sees views without
     # reference counts (no atomic increments per kernel call; workbench.kernels.layout.borrowed)
-    own = (MR.make_workspace(ma, n), np.zeros((13, n)), np.zeros((15, d)),
-           np.zeros((n, d)), np.zeros((3, n, n)), np.zeros((6, d, d)))
+    own = (MR.make_workspace(ma, n), np.zeros((13, n)), np.zeros((12, d)),
+           np.zeros((n, d)), np.zeros((3, n, n)), np.zeros((3, d, d)),
+           np.zeros((PRED_HIST, d)), np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST))
     out = _integrate_semirecursive(
         ma, AR.borrow(p), form, t0, h, nsteps, AR.borrow(zi0), AR.borrow(zdi0), AR.borrow(z0),
         newton_tol, newton_maxit, pos_tol, pos_maxit, conservative,
@@ -161,7 +243,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     views of the arrays it owns)."""
     (T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out,
      E_out, STEP_out) = outs
-    ws, vn, vd, Rphi, nn, dd = work
+    ws, vn, vd, Rphi, nn, dd, hist, piv, pw = work
     n = z0.shape[0]
     d = zi0.shape[0]
     m = ma.c_type.shape[0]
@@ -172,9 +254,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     zi, zdi, a, czi, czdi, ca, zin, zdin, an = (vd[0], vd[1], vd[2], vd[3], vd[4], vd[5],
                                                 vd[6], vd[7], vd[8])
     zddb, tau, vnull, zfac = vn[9], vn[10], vn[11], vn[12]
-    res, aprev, aprev2, aprev3, rhs, da = vd[9], vd[10], vd[11], vd[12], vd[13], vd[14]
+    res, rhs, da = vd[9], vd[10], vd[11]
     Md, Kd, Cd = nn[0], nn[1], nn[2]
-    Mb, Tm, Kb, Cb, Mw = dd[0], dd[1], dd[2], dd[3], dd[4]
+    Mb, Tm, Mw = dd[0], dd[1], dd[2]
     z[:] = z0
     zi[:] = zi0
     zdi[:] = zdi0
@@ -211,16 +293,13 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
 
     _copy_state3(vn, vd, 1, 0)
     _copy_state3(vn, vd, 2, 0)
-    # accelerations of the three nodes before ``an`` (for the predictor), ``nplain`` of them
-    # usable: reached by plain steps of length h
-    aprev[:] = a
-    aprev2[:] = a
-    aprev3[:] = a
+    # accelerations of the nodes before ``an``, newest first (for the predictor), ``nplain``
+    # of them usable: reached by plain steps of length h
+    for j in range(PRED_HIST):
+        hist[j] = a
     nplain = 0
     if resume:
-        aprev[:] = aprev_init[0]
-        aprev2[:] = aprev_init[1]
-        aprev3[:] = aprev_init[2]
+        hist[:, :] = aprev_init
         nplain = nplain_init
     vnull[:] = 0.0
     # the factorisation of Theta_z and R^Phi in ws/Rphi are those at zfac while fac_ok
@@ -257,20 +336,21 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     t = t0 + (kofs + k0 + span - 1) * h + h
                 else:
                     t = t0 + (kofs + k0) * h + (sub + 1) * hs
-                # predictor: the acceleration extrapolated from the last nodes, cubic from
-                # four (error O(h^4): ~2 Newton evaluations per step on the five-bar at
-                # dt = 1e-3 instead of ~3 with the quadratic one), quadratic from three,
-                # linear from two, constant at the first step and in retried sub-steps
+                # predictor: the acceleration extrapolated from the last nodes
+                # (predict_acceleration: polynomial extrapolations of up to order PRED_MAX
+                # weighted by how well each predicted the last node; cubic already gave ~2
+                # Newton evaluations per step on the five-bar at dt = 1e-3 instead of ~3
+                # with the quadratic one), linear over a merged step, constant at the first
+                # step and in retried sub-steps
                 plain = sub == 0 and nsub == 1
-                for k in range(d):
-                    if plain and span == 1 and nplain >= 3:
-                        a[k] = 4.0 * ca[k] - 6.0 * aprev[k] + 4.0 * aprev2[k] - aprev3[k]
-                    elif plain and span == 1 and nplain >= 2:
-                        a[k] = 3.0 * ca[k] - 3.0 * aprev[k] + aprev2[k]
-                    elif plain and nplain >= 1:
-                        a[k] = ca[k] + (hs / h) * (ca[k] - aprev[k])
-                    else:
-                        a[k] = ca[k]
+                if plain and span == 1:
+                    predict_acceleration(ca, hist, nplain, pw, a)
+                else:
+                    for k in range(d):
+                        if plain and nplain >= 1:
+                            a[k] = ca[k] + (hs / h) * (ca[k] - hist[0, k])
+                        else:
+                            a[k] = ca[k]
                 for k in range(n):
                     z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
                 converged = False
@@ -336,17 +416,18 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     if it == newton_maxit:
                         break
                     if it == 0:
+                        # Tm = R^T (M + h/2 C + h^2/4 K) R: one projection of the sum
                         MR.mass_matrix(ma, p, ws, form, n, Md)
                         MR.force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
-                        projected_matrix(Rphi, Md, Mb)
-                        projected_matrix(Rphi, Kd, Kb)
-                        projected_matrix(Rphi, Cd, Cb)
-                        iteration_matrix(Mb, Cb, Kb, 0.5 * hs, 0.25 * hs * hs, Tm)
+                        iteration_matrix(Md, Cd, Kd, 0.5 * hs, 0.25 * hs * hs, Kd)
+                        projected_matrix(Rphi, Kd, Tm)
+                        # factorised once (Mw: its factors), solved at every iterate
+                        if not LA.lu_factor_small(Tm, Mw, piv):
+                            status = ST_MASS
+                            break
                     for k in range(d):
                         da[k] = -res[k]
-                    if not lu_solve_inplace(Tm, da.reshape((d, 1)), Mw):
-                        status = ST_MASS
-                        break
+                    LA.lu_solve_factored(Mw, piv, da)
                     dnorm = maxabs(da)
                     if correction_converged(dnorm, newton_tol, anorm):
                         # the correction from the current iterate is below the tolerance:
@@ -419,10 +500,10 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             fac_ok = False
             t = t0 + (kofs + k1 - 1) * h + h
         if span == 1 and nsub == 1:
-            aprev3[:] = aprev2
-            aprev2[:] = aprev
-            aprev[:] = an
-            nplain = min(nplain + 1, 3)
+            for j in range(PRED_HIST - 1, 0, -1):
+                hist[j] = hist[j - 1]
+            hist[0] = an
+            nplain = min(nplain + 1, PRED_HIST)
         else:
             nplain = 0
         _copy_state3(vn, vd, 2, 1)
@@ -627,7 +708,9 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     pr = G.row_program(ga, p, ws)
     own = (ws, pr, aref0.copy(), q0.copy(), zi0.copy(), zdi0.copy(), np.zeros((8, N)),
            np.zeros((N, d)), np.zeros((N, N)), np.zeros((3, d, d)), np.zeros(p.shape[0]),
-           np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((2, d)))
+           np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((2 + PRED_HIST, d)),
+           np.zeros((ma.ty_pt.shape[0], 3, 3, 13)), np.zeros((d, d)),
+           np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST))
     out = _integrate_natural(
         ga, ma, AR.borrow(p), t0, h, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit,
         conservative, AR.borrow((T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
@@ -645,7 +728,7 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
     ``outs`` (borrowed views)."""
     (T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
      IT_out, E_out, STEP_out, AREF_out, KAPPA_out) = outs
-    ws, pr, aref, q, zi, zdi, vec, Rphi, M, dd, zp, md2, sc_jets, d2 = work
+    ws, pr, aref, q, zi, zdi, vec, Rphi, M, dd, zp, md2, sc_jets, d2, TJ, LUt, piv, pw = work
     N = q.shape[0]
     d = zi.shape[0]
     sc = ws.sc
@@ -654,6 +737,7 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
     G.mass_matrix(ga, ma, p, p, False, M)
     Tm, Mb = dd[0], dd[1]
     res, skv = d2[0], d2[1]
+    hist = d2[2:]
     mu_, rhs_ = md2[0], md2[1]
     mt = ga.phi_sf.shape[0]
     rn = 0.0
@@ -691,10 +775,18 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
     G.record_row(ga, ma, p, ws, 0, t, q, qd, qdd, zi, zdi, a, 0, Vpot, conservative, M, aref,
                  T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
                  VVIOL_out, IT_out, E_out, AREF_out)
+    # the accelerations of the rows before the last, newest first, nplain of them usable
+    # (every step of this loop is a plain one): the predictor of integrate_semirecursive
+    nplain = 0
     for k0 in range(nsteps):
         an = a.copy()
         zin = zi.copy()
         zdin = zdi.copy()
+        predict_acceleration(an, hist, nplain, pw, a)
+        for j in range(PRED_HIST - 1, 0, -1):
+            hist[j] = hist[j - 1]
+        hist[0] = an
+        nplain = min(nplain + 1, PRED_HIST)
         t = t0 + (kofs + k0) * h + h
         hh = 0.5 * h * h
         for k in range(N):
@@ -715,13 +807,17 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                                                      pos_maxit, True)
             if st != OK:
                 return st, k0 + 1, t, err, bad
+            # Theta_q was factorised at this very q by the previous iterate when the
+            # position did not move (dz^i within the position tolerance): reused, the
+            # same bits as refactorising
+            refactor = it == 0 or pit > 0
             # qdd = qdd_b + R a by one solve; R itself only for the iteration matrix
             if prog:
                 st, bad = G.solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws,
-                                            it == 0, rhs_, sc_jets)
+                                            it == 0, rhs_, sc_jets, refactor)
             else:
                 st, bad = G.solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws,
-                                          it == 0, rhs_, sc_jets)
+                                          it == 0, rhs_, sc_jets, refactor)
             if st != OK:
                 return st, k0 + 1, t, 0.0, bad
             if prog:
@@ -760,26 +856,34 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 G.projected_mass(ga, M, Rphi, Mb)
                 cv = 0.5 * h
                 cz = 0.25 * h * h
+                if prog:
+                    # the tires' wrench Jacobians once, for every column
+                    G.tire_state_jacobians(ga, ma, p, q, qd, TJ)
                 for j in range(d):
                     for k in range(N):
                         dqj[k] = cz * Rphi[k, j]
                         dqdj[k] = cv * Rphi[k, j]
                     if prog:
                         G.force_tangent_q(ga, ma, pr, p, t, q, qd, dqj, dqdj, zp, aref, sc,
-                                          dQk)
+                                          dQk, TJ)
                     else:
                         G.force_tangent(ga, ma, p, t, q, qd, dqj, dqdj, zp, aref, sc, dQk)
-                    # sk_i = sum_k Rphi[k, i] dQk[k] (k ascending), the d sums together
+                    # sk_i = sum_k Rphi[k, i] dQk[k] (k ascending), the d sums together;
+                    # the coordinates no force element moves (dQk = 0) are skipped
                     skv[:] = 0.0
                     for k in range(N):
                         dk = dQk[k]
+                        if dk == 0.0:
+                            continue
                         for i in range(d):
                             skv[i] += Rphi[k, i] * dk
                     for i in range(d):
                         Tm[i, j] = Mb[i, j] - skv[i]
-            da, ok = LA.lu_solve_small(Tm, -res)
-            if not ok:
-                return ST_MASS, k0 + 1, t, 0.0, -1
+                # factorised once, solved at every iterate
+                if not LA.lu_factor_small(Tm, LUt, piv):
+                    return ST_MASS, k0 + 1, t, 0.0, -1
+            da = -res
+            LA.lu_solve_factored(LUt, piv, da)
             dnorm = maxabs(da)
             if correction_converged(dnorm, newton_tol, anorm):
                 converged = True

@@ -105,50 +105,80 @@ def lu_solve_small(A, b):
 @njit(cache=True)
 def lu_solve_inplace(A, X, M):
     """``X <- A^-1 X`` (``X``: n x k, every column with the same pivoting) by Gaussian
-    elimination with partial pivoting; ``M`` (n x n) is a work array (``A`` is not
-    changed).  Returns False when ``A`` is numerically singular (``X`` is then garbage);
-    ``n = 0`` is solved trivially."""
+    elimination with partial pivoting (:func:`lu_factor_small` into the work array ``M``,
+    n x n; ``A`` is not changed; then :func:`lu_solve_factored` per column).  Returns False
+    when ``A`` is numerically singular (``X`` is then unchanged); ``n = 0`` is solved
+    trivially."""
     n = A.shape[0]
-    nr = X.shape[1]
+    if n == 0:
+        return True
+    piv = np.empty(n, dtype=np.int64)
+    if not lu_factor_small(A, M, piv):
+        return False
+    for c in range(X.shape[1]):
+        lu_solve_factored(M, piv, X[:, c])
+    return True
+
+
+@njit(cache=True)
+def lu_factor_small(A, LU, piv):
+    """Gaussian elimination with partial pivoting of ``A`` (n x n, not changed): ``LU``
+    receives ``U`` on and above the diagonal and the multipliers of elimination step ``k``
+    below it in column ``k``, ``piv[k]`` the row exchanged with row ``k`` at that step
+    (rows are exchanged from column ``k`` on, so the multipliers stay where they were
+    computed), for :func:`lu_solve_factored`.  Returns False when ``A`` is numerically
+    singular (a pivot below ``1e-14`` times its largest entry)."""
+    n = A.shape[0]
     if n == 0:
         return True
     scale = 0.0
     for i in range(n):
         for j in range(n):
-            M[i, j] = A[i, j]
+            LU[i, j] = A[i, j]
             scale = max(scale, abs(A[i, j]))
     if scale == 0.0:
         return False
     for k in range(n):
-        piv = k
+        p = k
         for i in range(k + 1, n):
-            if abs(M[i, k]) > abs(M[piv, k]):
-                piv = i
-        if abs(M[piv, k]) <= 1e-14 * scale:
+            if abs(LU[i, k]) > abs(LU[p, k]):
+                p = i
+        if abs(LU[p, k]) <= 1e-14 * scale:
             return False
-        if piv != k:
-            for j in range(n):
-                tmp = M[k, j]
-                M[k, j] = M[piv, j]
-                M[piv, j] = tmp
-            for c in range(nr):
-                tmp = X[k, c]
-                X[k, c] = X[piv, c]
-                X[piv, c] = tmp
+        piv[k] = p
+        if p != k:
+            for j in range(k, n):
+                tmp = LU[k, j]
+                LU[k, j] = LU[p, j]
+                LU[p, j] = tmp
         for i in range(k + 1, n):
-            f = M[i, k] / M[k, k]
+            f = LU[i, k] / LU[k, k]
             if f != 0.0:
-                for j in range(k, n):
-                    M[i, j] -= f * M[k, j]
-                for c in range(nr):
-                    X[i, c] -= f * X[k, c]
-    for c in range(nr):
-        for i in range(n - 1, -1, -1):
-            s = X[i, c]
-            for j in range(i + 1, n):
-                s -= M[i, j] * X[j, c]
-            X[i, c] = s / M[i, i]
+                for j in range(k + 1, n):
+                    LU[i, j] -= f * LU[k, j]
+            LU[i, k] = f
     return True
+
+
+@njit(cache=True)
+def lu_solve_factored(LU, piv, x):
+    """``x <- A^-1 x`` from :func:`lu_factor_small` of ``A``."""
+    n = LU.shape[0]
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            tmp = x[k]
+            x[k] = x[p]
+            x[p] = tmp
+        for i in range(k + 1, n):
+            f = LU[i, k]
+            if f != 0.0:
+                x[i] -= f * x[k]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for j in range(i + 1, n):
+            s -= LU[i, j] * x[j]
+        x[i] = s / LU[i, i]
 
 
 @njit(cache=True)

@@ -1024,8 +1024,6 @@ def tire_state_jacobians(ma, p, A, r, Z, Zd, TJ):
     x = np.empty((3, 3))
     c, v, acc = x[0], x[1], x[2]
     e = np.empty(3)
-    W = np.empty((3, 3))
-    J = np.empty((3, 3, 12))
     for s in range(nty):
         k1 = ma.ty_pt[s]
         f = ma.b_frame[ma.pt_body[k1]]
@@ -1033,13 +1031,8 @@ def tire_state_jacobians(ma, p, A, r, Z, Zd, TJ):
         K.vector_global(ma, A, ma.ty_vc[s], e)
         o = ma.ty_par[s]
         law = ma.ty_law[s]
-        TL.element_wrench_state_jacobian(law, c, v, e, Z[f, 3:6], p[o:o + TL.tire_npar(law)],
-                                         road, W[0], W[1], W[2], J[0], J[1], J[2])
-        for q in range(3):
-            for i in range(3):
-                TJ[s, q, i, 0] = W[q, i]
-                for j in range(12):
-                    TJ[s, q, i, 1 + j] = J[q, i, j]
+        TL.wrench_state_cache(law, c, v, e, Z[f, 3:6], p[o:o + TL.tire_npar(law)], road,
+                              TJ[s])
 
 
 @njit(cache=True)
@@ -1079,23 +1072,7 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached)
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
         vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
         if cached:
-            J = TJ[s]
-            for i in range(3):
-                F[i] = J[0, i, 0]
-                P[i] = J[1, i, 0]
-                M[i] = J[2, i, 0]
-            for q in range(3):
-                for i in range(3):
-                    sq = 0.0
-                    for j in range(3):
-                        sq += (J[q, i, 1 + j] * dc[j] + J[q, i, 4 + j] * dvc[j]
-                               + J[q, i, 7 + j] * de[j] + J[q, i, 10 + j] * dZ[f, 3 + j])
-                    if q == 0:
-                        dF[i] = sq
-                    elif q == 1:
-                        dP[i] = sq
-                    else:
-                        dM[i] = sq
+            TL.wrench_state_product(TJ[s], dc, dvc, de, dZ[f, 3:6], F, P, M, dF, dP, dM)
         else:
             o = ma.ty_par[s]
             law = ma.ty_law[s]

@@ -96,6 +96,7 @@ from workbench.integrators.result_kinematics import constraint_force_history, re
 from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PENALTY_OPTIONS, PROGRESS,
                                               PROGRESS_MIN_STEPS, PROGRESS_POLL_S, RunJob,
                                               integrate_steps, nsteps_of, run_settings, simulate)
+from workbench.integrators.trapezoidal import PRED_HIST
 from workbench.kernels import layout as AR
 from workbench.model.catalog import as_compiled
 from workbench.objectives import resolve_objectives
@@ -676,14 +677,14 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         w = weights(k0, kend)
         psi += w @ g[:kend - k0]
         C0 -= np.einsum("n,ntk->tk", w, GM[:kend - k0]) * co.relative[:, None]
-        # the predictor state at the checkpoint row: the three previous rows' accelerations
-        hist = np.concatenate([hist, sim.zddi[1:]])[-4:]
+        # the predictor state at the checkpoint row: the previous rows' accelerations
+        hist = np.concatenate([hist, sim.zddi[1:]])[-(PRED_HIST + 1):]
         k1 = bounds[s + 1]
-        prev = np.zeros((3, cm.d))
-        for i in range(min(k1, 3)):
+        prev = np.zeros((PRED_HIST, cm.d))
+        for i in range(min(k1, PRED_HIST)):
             prev[i] = hist[-2 - i]
         ck = (sim.zi[-1].copy(), sim.zdi[-1].copy(), sim.z[-1].copy(),
-              (sim.zddi[-1].copy(), prev, min(k1, 3)))
+              (sim.zddi[-1].copy(), prev, min(k1, PRED_HIST)))
         last = (sim, MV)
     t_fwd = _time.perf_counter() - t0
     t1 = _time.perf_counter()

@@ -1345,7 +1345,8 @@ def solve_va(ga, ma, p, t, zdi, q, qd, qddb, Rphi, aref, ws):
 
 
 @njit(cache=True)
-def solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws, with_R, rhs, J):
+def solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws, with_R, rhs, J,
+                  refactor=True):
     """The velocity and acceleration problems of one Newton iterate of the trapezoidal
     loop at the converged position ``q``: ``Theta_q qd = [-Phi_t-terms; zd^i]`` (eq 19)
     and ``Theta_q qdd = [-c; zdd^i = a]`` (eq 21 with the iterate's ``a``: one solve
@@ -1353,14 +1354,17 @@ def solve_va_step(ga, ma, p, t, zdi, a, q, qd, qdd, Rphi, aref, ws, with_R, rhs,
     ``with_R`` (the iteration matrix); the loop projects with one transpose solve
     instead (``R^T tau`` = the degree-of-freedom rows of ``Theta_q^+T tau``).  Same
     systems as :func:`solve_va`, so the same solution up to rounding.  ``rhs`` (m + d) and
-    ``J`` (m + d, 6) are scratch.  Returns (status, bad)."""
+    ``J`` (m + d, 6) are scratch.  Without ``refactor`` the factorisation in ``ws`` (of
+    ``Theta_q`` at this same ``q``, left by the previous call) is used as it is.  Returns
+    (status, bad)."""
     Th, sc = ws.Th, ws.sc
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
-    theta_jacobian(ga, p, q, aref, sc, Th)
-    bad = sqr_factor(ga, Th, ws, 1e-12)
-    if bad >= 0:
-        return MR.ST_SINGULAR, bad
+    if refactor:
+        theta_jacobian(ga, p, q, aref, sc, Th)
+        bad = sqr_factor(ga, Th, ws, 1e-12)
+        if bad >= 0:
+            return MR.ST_SINGULAR, bad
     theta_va_rest(ga, ma, p, t, J)
     for k in range(m):
         rhs[k] = -J[k, 1]
@@ -1507,12 +1511,15 @@ def projected_mass(ga, M, Rphi, out):
                     for j in range(d):
                         MRp[r, j] += mrc * Rphi[col, j]
     # out[i, j] = sum_k Rphi[k, i] MRp[k, j], k ascending as before, the d sums of a row
-    # of out carried together (independent chains instead of one serial sum)
+    # of out carried together (independent chains instead of one serial sum); the zero
+    # entries of Rphi (59 % on the buggy) add exact zeros and are skipped
     acc = np.empty(d)
     for i in range(d):
         acc[:] = 0.0
         for k in range(N):
             rki = Rphi[k, i]
+            if rki == 0.0:
+                continue
             for j in range(d):
                 acc[j] += rki * MRp[k, j]
         for j in range(d):
@@ -1717,11 +1724,35 @@ def speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ):
 
 
 @njit(cache=True)
-def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
+def tire_state_jacobians(ga, ma, p, q, qd, TJ):
+    """The cache of :func:`tire_forces_t` at ``(q, qd)``: ``TJ[s, k, :, 0]`` the force
+    ``F`` (k = 0), its point ``P`` (1) and the moment ``M`` (2) of tire ``s``, ``TJ[s, k, :,
+    1:13]`` their exact Jacobians with respect to the law's inputs ``X = [c, vc, e, w]``
+    (:func:`tire_inputs`; :func:`workbench.forces.tire_mf.element_wrench_state_jacobian`,
+    the semi-recursive side's cache :func:`workbench.kernels.tangents.tire_state_jacobians`)."""
+    nty = ma.ty_pt.shape[0]
+    if nty == 0:
+        return
+    road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
+    x = np.empty((4, 3))
+    c, vc, e, om = x[0], x[1], x[2], x[3]
+    for s in range(nty):
+        tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
+        o = ma.ty_par[s]
+        law = ma.ty_law[s]
+        TL.wrench_state_cache(law, c, vc, e, om, p[o:o + TL.tire_npar(law)], road, TJ[s])
+
+
+@njit(cache=True)
+def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ, TJ, cached):
     """``dQ +=`` tangent of the tires' generalised forces along ``(dq, dqd, dp)``: the input
     tangents pushed through :func:`workbench.forces.tire_mf.element_force_dir`, then the chain
     rule of :func:`point_force_add` (``Q_r = F``, ``Q_ek = x_k F``, ``x_k = (P - r) . e_k``)
-    and of :func:`torque_add` for the aligning moment of the Magic Formula law."""
+    and of :func:`torque_add` for the aligning moment of the Magic Formula law.
+
+    ``cached`` (a direction that moves no tire or road field): the wrench and its Jacobians
+    are read from ``TJ`` (:func:`tire_state_jacobians` at this ``(q, qd)``) and the law's
+    tangent is the product ``(dF, dP, dM) = J dX``."""
     if ma.ty_pt.shape[0] == 0:
         return
     D = ga.D
@@ -1736,13 +1767,18 @@ def tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ):
                                                         v[11], v[12])
     M, dM = v[13], v[14]
     for s in range(ma.ty_pt.shape[0]):
-        b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
-        tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
-        o = ma.ty_par[s]
         law = ma.ty_law[s]
-        o1 = o + TL.tire_npar(law)
-        TL.element_force_dir(law, c, vc, e, om, p[o:o1], road, dc, dvc, de, dom, dp[o:o1],
-                             droad, F, P, M, dF, dP, dM)
+        if cached:
+            b = ma.pt_body[ma.ty_pt[s]]
+            tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
+            TL.wrench_state_product(TJ[s], dc, dvc, de, dom, F, P, M, dF, dP, dM)
+        else:
+            b = tire_inputs(ga, ma, p, s, q, qd, c, vc, e, om)
+            tire_inputs_t(ga, ma, p, s, q, qd, dq, dqd, dp, dc, dvc, de, dom, tmp)
+            o = ma.ty_par[s]
+            o1 = o + TL.tire_npar(law)
+            TL.element_force_dir(law, c, vc, e, om, p[o:o1], road, dc, dvc, de, dom,
+                                 dp[o:o1], droad, F, P, M, dF, dP, dM)
         point_force_add(ga, b, q, P, dF, dQ)
         if law == TL.LAW_MF:
             # aligning moment: Q_ek = 1/2 M x e_k, tangent 1/2 (dM x e_k + M x de_k)
@@ -1930,14 +1966,17 @@ def force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ):
         op_grad(ga, p, o2, dF, -1.0, dQ)
         op_grad_w(ga, dp, o1, F, 1.0, dQ, True)
         op_grad_w(ga, dp, o2, F, -1.0, dQ, True)
-    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF)
+    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF,
+                        np.empty((0, 3, 3, 13)), False)
 
 
 @njit(cache=True)
-def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF):
+def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF, TJ,
+                        tj_cached):
     """``dQ +=`` the tangents of the joint springs, applied forces and torques, tires and
     speed controls along ``(dq, dqd, dp)``: the part of :func:`force_tangent` after the
-    gravity and the point-to-point springs (``V`` (12, 3), ``F``, ``dF`` (3): scratch)."""
+    gravity and the point-to-point springs (``V`` (12, 3), ``F``, ``dF`` (3): scratch;
+    ``TJ``, ``tj_cached``: the tire cache of :func:`tire_forces_t`)."""
     D = ga.D
     nqb = ga.nqb
     z = np.zeros(q.shape[0] if ma.js_coord.shape[0] > 0 else 0)
@@ -1985,21 +2024,22 @@ def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF
                                    + 0.5 * (dF[2] * q[e0] - dF[0] * q[e0 + 2]))
                     dQ[e0 + 2] += (0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
                                    + 0.5 * (dF[0] * q[e0 + 1] - dF[1] * q[e0]))
-    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ)
+    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ, TJ, tj_cached)
     if ma.sc_pt.shape[0] > 0:
         speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ)
 
 
 @njit(cache=True)
-def force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ):
+def force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, TJ):
     """:func:`force_tangent` along a state direction ``(dq, dqd)`` (no field direction:
     ``zp`` is a zero vector of the fields' length), at the ``(q, qd)`` whose operand values
     and rates ``pr.OV``, ``pr.OR`` the row program holds (:func:`solve_position_p`,
     :func:`solve_va_step_p`): the gravity (constant in ``q``) adds nothing, the springs'
     point positions and velocities are read from ``pr`` instead of being applied again,
-    and the terms along the field direction (exact zeros) are left out; the other
-    arithmetic is that of :func:`force_tangent`, in the same order.  For the iteration
-    matrix of the loop (one call per column of ``R``)."""
+    and the terms along the field direction (exact zeros) are left out, and the tires'
+    tangents are products with their Jacobians ``TJ`` (:func:`tire_state_jacobians` at this
+    state); the other arithmetic is that of :func:`force_tangent`, in the same order.  For
+    the iteration matrix of the loop (one call per column of ``R``)."""
     D = ga.D
     dQ[:] = 0.0
     OV, OR = pr.OV, pr.OR
@@ -2034,7 +2074,7 @@ def force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ):
         op_grad(ga, p, o1, dF, 1.0, dQ)
         op_grad(ga, p, o2, dF, -1.0, dQ)
     W = np.zeros((12, 3))
-    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, W, F, dF)
+    _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, W, F, dF, TJ, True)
 
 
 @njit(cache=True)
@@ -2476,17 +2516,19 @@ def solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws, tol, maxit, reuse, fresh
 
 
 @njit(cache=True)
-def solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws, with_R, rhs, J):
+def solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws, with_R, rhs, J,
+                    refactor=True):
     """:func:`solve_va_step` by the row program at the converged position ``q`` whose
     operand values ``pr.OV`` :func:`solve_position_p` left (``pr.ok[0]`` must be 1): the
     Jacobian straight into the QR's working columns (:func:`prog_factor`) and the
     accelerations' right-hand side from :func:`prog_va`; the same systems and the same
-    arithmetic.  Returns (status, bad)."""
+    arithmetic (``refactor`` as there).  Returns (status, bad)."""
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
-    bad = prog_factor(ga, pr, ws, 1e-12)
-    if bad >= 0:
-        return MR.ST_SINGULAR, bad
+    if refactor:
+        bad = prog_factor(ga, pr, ws, 1e-12)
+        if bad >= 0:
+            return MR.ST_SINGULAR, bad
     theta_va_rest(ga, ma, p, t, J)
     for k in range(m):
         rhs[k] = -J[k, 1]
