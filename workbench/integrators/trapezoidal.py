@@ -120,14 +120,12 @@ def predictor_weights(ca, hist, nplain, w):
     tolerance).  The predictor sets only the Newton starting point, not the converged
     solution."""
     omax = min(nplain - 1, PRED_MAX)
+    last, before = hist[0], hist[1:]
     tot = 0.0
     for o in range(1, omax + 1):
         e = 0.0
         for k in range(ca.shape[0]):
-            s = PRED_COEF[o, 0] * hist[0, k]
-            for j in range(1, o + 1):
-                s += PRED_COEF[o, j] * hist[j, k]
-            e = max(e, abs(s - ca[k]))
+            e = max(e, abs(extrapolate(o, last, before, k) - ca[k]))
         w[o] = 1.0 / (e * e + 1e-300)
         tot += w[o]
     for o in range(1, omax + 1):
@@ -708,7 +706,7 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     pr = G.row_program(ga, p, ws)
     own = (ws, pr, aref0.copy(), q0.copy(), zi0.copy(), zdi0.copy(), np.zeros((8, N)),
            np.zeros((N, d)), np.zeros((N, N)), np.zeros((3, d, d)), np.zeros(p.shape[0]),
-           np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((2 + PRED_HIST, d)),
+           np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((3 + PRED_HIST, d)),
            np.zeros((ma.ty_pt.shape[0], 3, 3, 13)), np.zeros((d, d)),
            np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST))
     out = _integrate_natural(
@@ -736,8 +734,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                                              vec[6], vec[7])
     G.mass_matrix(ga, ma, p, p, False, M)
     Tm, Mb = dd[0], dd[1]
-    res, skv = d2[0], d2[1]
-    hist = d2[2:]
+    res, skv, da = d2[0], d2[1], d2[2]
+    hist = d2[3:]
     mu_, rhs_ = md2[0], md2[1]
     mt = ga.phi_sf.shape[0]
     rn = 0.0
@@ -882,7 +880,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 # factorised once, solved at every iterate
                 if not LA.lu_factor_small(Tm, LUt, piv):
                     return ST_MASS, k0 + 1, t, 0.0, -1
-            da = -res
+            for k in range(d):
+                da[k] = -res[k]
             LA.lu_solve_factored(LUt, piv, da)
             dnorm = maxabs(da)
             if correction_converged(dnorm, newton_tol, anorm):
