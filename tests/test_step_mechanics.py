@@ -9,7 +9,9 @@ import pytest
 
 from workbench.apps.bench import closed_chain
 from workbench.integrators.simulation import simulate
-from workbench.integrators.trapezoidal import (PRED_COEF, PRED_HIST, PRED_MAX, extrapolate,
+from workbench.integrators.trapezoidal import (KAPPA, PRED_COEF, PRED_HIST, PRED_MAX,
+                                               THETA_TRUST, extrapolate,
+                                               next_correction_converged,
                                                predict_acceleration, predictor_weights)
 from workbench.kernels.linalg import lu_factor_small, lu_solve_factored, lu_solve_inplace
 
@@ -93,17 +95,40 @@ def test_predictor_weights_follow_the_smoothness_of_the_history():
     assert np.max(np.abs(a1 - a)) < 1e-7
 
 
-def test_closed_chain_takes_three_newton_evaluations_per_step_and_the_same_trajectory():
+def test_closed_chain_takes_two_residual_evaluations_per_step_and_the_same_trajectory():
     """The stiff 10-link closed chain of the peer bench: the cubic predictor started 6.5e-4
     (median, relative) from the solution and the modified Newton iteration contracts by
     ~5e-4, so the default tolerance took 3.9 evaluations per step; the weighted predictor
-    starts ~1e-5 away: 3 evaluations on almost every step.  The converged trajectory is
+    starts ~1e-5 away: 3 evaluations on almost every step, the third one only confirming
+    the second correction; the contraction-based stopping rule accepts that iterate
+    without its residual: 2 residual evaluations per step.  The converged trajectory is
     the same to the Newton tolerance: checked against a run at a 1000x tighter tolerance
-    (the predictor changes where Newton starts, not what it converges to)."""
+    (the predictor and the stopping rule change where Newton starts and stops, not what
+    it converges to)."""
     cm = closed_chain(10).compile()
     run = simulate(cm, 1.0, 1e-3)
     tight = simulate(cm, 1.0, 1e-3, newton_tol=1e-13)
-    assert run.newton_iterations[1:].mean() < 3.2
+    assert run.newton_iterations[1:].mean() < 2.1
     # 1e-8 rad: per-step acceleration errors of 1e-10 (1 + |a|) accumulated over 1000 steps
     np.testing.assert_allclose(run.z, tight.z, rtol=0, atol=1e-8)
     assert np.max(np.abs(run.constraint_violation)) < 1e-12
+
+
+def test_stopping_rule_accepts_when_the_next_correction_is_estimated_below_the_tolerance():
+    """Hairer & Wanner's rule on a linear iteration of known contraction ``theta``: the
+    corrections are ``d_k = d_0 theta^k``, the error after correction ``k`` is ``d_k
+    theta / (1 - theta)`` exactly, and the rule accepts iff that is below ``KAPPA`` times
+    the tolerance; a contraction above ``THETA_TRUST`` is never trusted."""
+    tol, anorm = 1e-10, 3.0
+    for theta in (1e-4, 5e-4, 1e-2, 0.05):
+        d_prev = 1e-3
+        for k in range(1, 12):
+            d = d_prev * theta
+            err_after = d * theta / (1.0 - theta)
+            bound = KAPPA * tol * anorm
+            if abs(err_after / bound - 1.0) > 1e-9:      # no case at the rounding boundary
+                assert next_correction_converged(d, d_prev, tol, anorm) == (err_after <= bound)
+            d_prev = d
+    # an iteration that stalls (theta = 0.5) is not accepted however small the correction
+    assert not next_correction_converged(1e-30, 2e-30, tol, anorm)
+    assert THETA_TRUST < 0.5

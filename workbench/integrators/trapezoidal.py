@@ -93,6 +93,26 @@ def correction_converged(dnorm, newton_tol, anorm):
     return dnorm <= newton_tol * anorm
 
 
+#: :func:`next_correction_converged`: the largest contraction estimate trusted, and the
+#: share of the tolerance the estimated next correction must stay below
+THETA_TRUST = 0.1
+KAPPA = 0.1
+
+
+@njit(cache=True)
+def next_correction_converged(dnorm, dprev, newton_tol, anorm):
+    """The stopping rule of Hairer & Wanner (Solving ODEs II, Sect. IV.8) for a correction
+    ``dnorm`` that follows a correction ``dprev`` of the same step: the iteration contracts
+    by ``theta = dnorm / dprev``, so the corrected iterate is about ``theta / (1 - theta)
+    dnorm`` from the solution, which is also the size of the correction a further residual
+    would give.  True when ``theta <= THETA_TRUST`` and that estimate is below ``KAPPA``
+    times the tolerance of :func:`correction_converged`: the corrected iterate is accepted
+    with its state evaluated and without a residual evaluation that would only confirm
+    it (the accepted iterate is the one a confirming evaluation would have accepted)."""
+    theta = dnorm / dprev
+    return theta <= THETA_TRUST and theta * dnorm <= (1.0 - theta) * KAPPA * newton_tol * anorm
+
+
 @njit(cache=True)
 def extrapolate(order, ca, hist, k):
     """Component ``k`` of the extrapolation of order ``order >= 1`` (:data:`PRED_COEF`)
@@ -306,6 +326,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     # an open tree: Theta_z is constant, the position problem is z = z^i and the
     # factorisation and R^Phi of the initial state serve every iterate
     const_theta = MR.constant_theta(ma)
+    keep = KS_out.shape[1] > 0
     k0 = 0                               # last output row written
     while k0 < nsteps:
         # Attempts, from the state of row k0 (an, zin, ...):
@@ -353,9 +374,14 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
                 converged = False
                 dnorm = np.inf
+                dprev = np.inf
                 rbest = np.inf
                 iters = 0
                 rn = 0.0
+                # final: the iterate is accepted by next_correction_converged, its state is
+                # evaluated without the residual (tau only where it is kept or the energy
+                # is recorded)
+                final = False
                 for it in range(newton_maxit + 1):
                     trapezoidal_update(czi, czdi, ca, a, hs, zi, zdi)
                     if const_theta and fac_ok:
@@ -388,6 +414,12 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     bad = K.zero_length_spring(ma, p, ws.A, ws.r)
                     if bad >= 0:
                         status = ST_ZERO_SPRING
+                        break
+                    if final:
+                        if keep or conservative:
+                            Vpot = MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+                        converged = True
+                        iters = it
                         break
                     Vpot = MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
                     transpose_times(Rphi, tau, res)
@@ -435,6 +467,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         break
                     for k in range(d):
                         a[k] += da[k]
+                    final = it >= 1 and next_correction_converged(dnorm, dprev, newton_tol,
+                                                                  anorm)
+                    dprev = dnorm
                 if status == OK and not converged:
                     status = ST_NEWTON
                 if status != OK:
