@@ -9,9 +9,8 @@ import pytest
 
 from workbench.apps.bench import closed_chain
 from workbench.integrators.simulation import simulate
-from workbench.integrators.trapezoidal import (KAPPA, PRED_COEF, PRED_HIST, PRED_MAX,
-                                               THETA_TRUST, extrapolate,
-                                               next_correction_converged,
+from workbench.integrators.trapezoidal import (KAPPA, PRED_COEF, PRED_HIST, PRED_MAX, THETA_TRUST,
+                                               extrapolate, next_correction_converged,
                                                predict_acceleration, predictor_weights)
 from workbench.kernels.linalg import lu_factor_small, lu_solve_factored, lu_solve_inplace
 

@@ -204,7 +204,11 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     ``zd^i_{n+1} = zd^i_n + h/2 (a_n + a)``; residual ``r(a) = R^T tau(z, zd, zdd)``
     (seed 001 eq 29 in residual form).  Newton iteration matrix (modified Newton, formed
     once per step): ``Mbar + h/2 Cbar + h^2/4 Kbar`` with ``Mbar = R^T M R`` exact and
-    ``Cbar, Kbar`` the force-element damping and stiffness projected with ``R``.
+    ``Cbar, Kbar`` the force-element damping and stiffness projected with ``R``.  An iterate
+    is accepted when its correction is below the tolerance (:func:`correction_converged`),
+    or, after two corrections, when the contraction they show puts the corrected iterate
+    within a tenth of it (:func:`next_correction_converged`): its state is then evaluated
+    without the residual that would only confirm it.
 
     Nodes next to a singular configuration of the constraints (MR.SING_SKIP, MR.SING_DOF_SHARE)
     are not used: the step is merged with the next one and the skipped output rows are
@@ -701,10 +705,12 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     """Fixed-step implicit trapezoidal rule on the independent coordinates, global
     formulation in natural coordinates: the unknown ``a = zdd^i_{n+1}``, the update
     (:func:`trapezoidal_update`), the Newton acceptance tests (:func:`correction_converged`,
-    :func:`at_noise_floor`) and the iteration matrix (``Mbar + h/2 Cbar + h^2/4 Kbar`` as in
-    :func:`iteration_matrix`, with the force-element derivatives projected with ``R``: one
-    force tangent per column of ``R``, along ``(h^2/4 R_j, h/2 R_j)``; ``M`` is constant and
-    block diagonal) are those of :func:`integrate_semirecursive`.  Per Newton iterate the
+    :func:`next_correction_converged`, :func:`at_noise_floor`) and the iteration matrix (``Mbar + h/2 Cbar + h^2/4 Kbar`` as in
+    :func:`iteration_matrix`, with the force-element derivatives projected with ``R``: the
+    force tangents along ``(h^2/4 R_j, h/2 R_j)``, the springs and tires evaluated once for
+    all the columns (``force_tangents_projected`` of
+    :mod:`workbench.formulations.natural.kernels`); ``M`` is constant and block diagonal)
+    are those of :func:`integrate_semirecursive`.  Per Newton iterate the
     sparse QR of ``Theta_q`` is refactorised (its symbolic analysis is done once per model,
     :func:`workbench.formulations.natural.kernels.sqr_factor`), ``qdd`` comes from one solve
     and the residual ``R^T (M qdd - Q)`` from one transpose solve; ``R`` itself is formed
@@ -743,7 +749,7 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
            np.zeros((N, d)), np.zeros((N, N)), np.zeros((3, d, d)), np.zeros(p.shape[0]),
            np.zeros((2, mt + d)), np.zeros((mt + d, 6)), np.zeros((3 + PRED_HIST, d)),
            np.zeros((ma.ty_pt.shape[0], 3, 3, 13)), np.zeros((d, d)),
-           np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST))
+           np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST), np.zeros((13, max(d, 12))))
     out = _integrate_natural(
         ga, ma, AR.borrow(p), t0, h, nsteps, newton_tol, newton_maxit, pos_tol, pos_maxit,
         conservative, AR.borrow((T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out,
@@ -761,14 +767,15 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
     ``outs`` (borrowed views)."""
     (T_out, Q_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out,
      IT_out, E_out, STEP_out, AREF_out, KAPPA_out) = outs
-    ws, pr, aref, q, zi, zdi, vec, Rphi, M, dd, zp, md2, sc_jets, d2, TJ, LUt, piv, pw = work
+    (ws, pr, aref, q, zi, zdi, vec, Rphi, M, dd, zp, md2, sc_jets, d2, TJ, LUt, piv, pw,
+     bw) = work
     N = q.shape[0]
     d = zi.shape[0]
     sc = ws.sc
     qd, qddb, qdd, Q, dQk, tau, dqj, dqdj = (vec[0], vec[1], vec[2], vec[3], vec[4], vec[5],
                                              vec[6], vec[7])
     G.mass_matrix(ga, ma, p, p, False, M)
-    Tm, Mb = dd[0], dd[1]
+    Tm, Mb, Sk = dd[0], dd[1], dd[2]
     res, skv, da = d2[0], d2[1], d2[2]
     hist = d2[3:]
     mu_, rhs_ = md2[0], md2[1]
@@ -776,6 +783,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
     rn = 0.0
     t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
     prog = pr.ok[0] == 1
+    # the iteration matrix's force block from one evaluation of each spring and tire
+    block = prog and G.force_block_ok(ga, ma)
     if prog:
         st, it, err, bad = G.solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws, pos_tol,
                                               pos_maxit, False, False)
@@ -825,9 +834,13 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
         for k in range(N):
             q[k] += h * qd[k] + hh * qdd[k]
         dnorm = np.inf
+        dprev = np.inf
         rbest = np.inf
         converged = False
         iters = 0
+        # final: accepted by next_correction_converged, the state evaluated without the
+        # residual (the forces only when the energy is recorded)
+        final = False
         for it in range(newton_maxit + 1):
             trapezoidal_update(zin, zdin, an, a, h, zi, zdi)
             if prog:
@@ -859,6 +872,12 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 bad = G.zero_length_spring(ga, ma, p, q)
             if bad >= 0:
                 return ST_ZERO_SPRING, k0 + 1, t, 0.0, bad
+            if final:
+                if conservative:
+                    Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+                converged = True
+                iters = it
+                break
             Vpot = G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
             G.mass_apply(ga, M, qdd, tau)
             for k in range(N):
@@ -884,15 +903,24 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 break
             if it == 0:
                 # Tm = Mbar + h/2 Cbar + h^2/4 Kbar with Kbar = -R^T dQ/dq R,
-                # Cbar = -R^T dQ/dqd R (M is constant): one force tangent per column of R,
-                # along (h^2/4 R_j, h/2 R_j) (the tangent is linear in its direction)
+                # Cbar = -R^T dQ/dqd R (M is constant): the force tangents along
+                # (h^2/4 R_j, h/2 R_j) (linear in their direction), projected on R; the
+                # springs and tires evaluated once for every column (block), else one
+                # force tangent per column (the reference path)
                 G.projected_mass(ga, M, Rphi, Mb)
                 cv = 0.5 * h
                 cz = 0.25 * h * h
                 if prog:
                     # the tires' wrench Jacobians once, for every column
                     G.tire_state_jacobians(ga, ma, p, q, qd, TJ)
-                for j in range(d):
+                if block:
+                    # Sk = R^T [dQ_1 .. dQ_d], all columns together
+                    G.force_tangents_projected(ga, ma, pr, p, t, q, qd, Rphi, cz, cv, zp,
+                                               aref, sc, TJ, dqj, dqdj, dQk, Sk, bw)
+                    for j in range(d):
+                        for i in range(d):
+                            Tm[i, j] = Mb[i, j] - Sk[i, j]
+                for j in range(0 if block else d):
                     for k in range(N):
                         dqj[k] = cz * Rphi[k, j]
                         dqdj[k] = cv * Rphi[k, j]
@@ -925,6 +953,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 break
             for k in range(d):
                 a[k] += da[k]
+            final = it >= 1 and next_correction_converged(dnorm, dprev, newton_tol, anorm)
+            dprev = dnorm
         if not converged:
             return ST_NEWTON, k0 + 1, t, rn, -1
         STEP_out[k0 + 1, 0] = 1

@@ -62,6 +62,7 @@ SF_BIL, SF_ANGLE, SF_ASIN = 0, 1, 2
 _S5x3 = AR.scratch(5, 3)
 _S7x3 = AR.scratch(7, 3)
 _S12x3 = AR.scratch(12, 3)
+_S14x3 = AR.scratch(14, 3)
 # measure kinds (same codes as workbench.formulations.semirecursive.step_jacobians)
 MS_POS, MS_VEL, MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_RATE, MS_COORD_ACC = range(8)
 
@@ -1237,12 +1238,13 @@ def _units_block(ga, ws, r0, X):
                 sv[j] += vc * yr[j]
         for j in range(d):
             sv[j] *= bk
+        # a column whose product with the reflector is exactly zero is left unchanged (the
+        # subtraction of 0 * vc; no branch, so the d columns go together)
         for c in range(vptr[k], vptr[k + 1]):
             vc = Vc[c]
             yr = Y[vrows[c]]
             for j in range(d):
-                if sv[j] != 0.0:
-                    yr[j] -= sv[j] * vc
+                yr[j] -= sv[j] * vc
     Xp = np.empty((n, d))
     for i in range(n - 1, -1, -1):
         for j in range(d):
@@ -1977,6 +1979,16 @@ def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF
     speed controls along ``(dq, dqd, dp)``: the part of :func:`force_tangent` after the
     gravity and the point-to-point springs (``V`` (12, 3), ``F``, ``dF`` (3): scratch;
     ``TJ``, ``tj_cached``: the tire cache of :func:`tire_forces_t`)."""
+    _joint_spring_applied_t(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF)
+    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ, TJ, tj_cached)
+    if ma.sc_pt.shape[0] > 0:
+        speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ)
+
+
+@njit(cache=True)
+def _joint_spring_applied_t(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF):
+    """``dQ +=`` the tangents of the joint springs and of the applied forces and torques
+    along ``(dq, dqd, dp)`` (the first part of :func:`_force_tangent_rest`)."""
     D = ga.D
     nqb = ga.nqb
     z = np.zeros(q.shape[0] if ma.js_coord.shape[0] > 0 else 0)
@@ -2024,9 +2036,6 @@ def _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ, V, F, dF
                                    + 0.5 * (dF[2] * q[e0] - dF[0] * q[e0 + 2]))
                     dQ[e0 + 2] += (0.5 * f * (d[0] * dq[e0 + 1] - d[1] * dq[e0])
                                    + 0.5 * (dF[0] * q[e0 + 1] - dF[1] * q[e0]))
-    tire_forces_t(ga, ma, p, q, qd, dq, dqd, dp, dQ, TJ, tj_cached)
-    if ma.sc_pt.shape[0] > 0:
-        speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, dp, dQ)
 
 
 @njit(cache=True)
@@ -2075,6 +2084,245 @@ def force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, TJ):
         op_grad(ga, p, o2, dF, -1.0, dQ)
     W = np.zeros((12, 3))
     _force_tangent_rest(ga, ma, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, W, F, dF, TJ, True)
+
+
+@njit(cache=True)
+def op_apply_cols(ga, tw, o, X, sg0, out):
+    """``out[i, j] += sg0 *`` the part of operand ``o`` linear in ``q`` applied to column
+    ``j`` of ``X`` (N x d): ``sum sign (org r_b(X_j) + sum_k w_k e_k(X_j))`` with the terms'
+    weights ``tw`` of the row program (:func:`_term_weights`), no ground terms (what
+    :func:`op_apply` gives for ``affine = False``, for every column at once)."""
+    D = ga.D
+    nqb = ga.nqb
+    d = X.shape[1]
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        if b < 0:
+            continue
+        sg = sg0 * ga.tm_sign[t]
+        s0 = b * nqb
+        og = tw[t, 0]
+        w0 = tw[t, 1]
+        w1 = tw[t, 2]
+        w2 = tw[t, 3]
+        for i in range(D):
+            for j in range(d):
+                v = og * X[s0 + i, j] + w0 * X[s0 + D + i, j] + w1 * X[s0 + 2 * D + i, j]
+                if D == 3:
+                    v += w2 * X[s0 + 3 * D + i, j]
+                out[i, j] += sg * v
+
+
+@njit(cache=True)
+def force_block_ok(ga, ma):
+    """Whether :func:`force_tangents_projected` serves the model: the tires (spatial
+    elements) only in three dimensions."""
+    return ma.ty_pt.shape[0] == 0 or ga.D == 3
+
+
+@njit(cache=True)
+def _springs_projected(ga, ma, pr, p, R, cz, cv, S, bw):
+    """``S[i, j] +=`` ``R_i^T dQ_j`` of the point-to-point springs, ``dQ_j`` their force
+    tangent along ``(cz R_j, cv R_j)`` at the state whose operand values and rates ``pr``
+    holds (:func:`force_tangent_q`'s springs, all columns from one evaluation of each
+    spring).  With ``u = x / L`` and ``E_j`` the relative displacement of the two points
+    along ``R_j``: ``dF_j = u (g . E_j) + cz T / L (E_j - u (u . E_j))``,
+    ``g = cz (T_L u + T_Ld (v - Ld u) / L) + cv T_Ld u``, and ``R_i^T dQ_j = -E_i . dF_j``.
+    ``bw``: scratch (>= 5 rows of length d)."""
+    D = ga.D
+    d = R.shape[1]
+    OV, OR = pr.OV, pr.OR
+    E = bw[0:3]
+    av = bw[3]
+    bv = bw[4]
+    for s in range(ma.sp_pt.shape[0]):
+        o1 = ga.pt_op[ma.sp_pt[s, 0]]
+        o2 = ga.pt_op[ma.sp_pt[s, 1]]
+        E[:, :] = 0.0
+        op_apply_cols(ga, pr.tw, o2, R, 1.0, E)
+        op_apply_cols(ga, pr.tw, o1, R, -1.0, E)
+        x0 = OV[o2, 0] - OV[o1, 0]
+        x1 = OV[o2, 1] - OV[o1, 1]
+        v0 = OR[o2, 0] - OR[o1, 0]
+        v1 = OR[o2, 1] - OR[o1, 1]
+        x2 = 0.0
+        v2 = 0.0
+        if D == 3:
+            x2 = OV[o2, 2] - OV[o1, 2]
+            v2 = OR[o2, 2] - OR[o1, 2]
+        L = np.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+        Ld = (x0 * v0 + x1 * v1 + x2 * v2) / L
+        law, kx, cx = ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1]
+        T, TL, TLd, _ = SL.tension(law, kx, cx, law[2], p, ma.sp_k[s], ma.sp_c[s], ma.sp_L0[s],
+                                   L, Ld)
+        u0 = x0 / L
+        u1 = x1 / L
+        u2 = x2 / L
+        g0 = cz * (TL * u0 + TLd * (v0 - Ld * u0) / L) + cv * TLd * u0
+        g1 = cz * (TL * u1 + TLd * (v1 - Ld * u1) / L) + cv * TLd * u1
+        g2 = cz * (TL * u2 + TLd * (v2 - Ld * u2) / L) + cv * TLd * u2
+        c = cz * T / L
+        for j in range(d):
+            av[j] = u0 * E[0, j] + u1 * E[1, j]
+            bv[j] = g0 * E[0, j] + g1 * E[1, j]
+            if D == 3:
+                av[j] += u2 * E[2, j]
+                bv[j] += g2 * E[2, j]
+        for i in range(d):
+            for j in range(d):
+                ee = 0.0
+                for k in range(D):
+                    ee += E[k, i] * E[k, j]
+                S[i, j] -= av[i] * bv[j] + c * (ee - av[i] * av[j])
+
+
+@njit(cache=True)
+def _tires_projected(ga, ma, pr, p, q, qd, R, cz, cv, TJ, S, bw):
+    """``S[i, j] +=`` ``R_i^T dQ_j`` of the tires (three dimensions), ``dQ_j`` the tangent of
+    :func:`tire_forces_t` (cached: the products with ``TJ``) along ``(cz R_j, cv R_j)``:
+    the law's inputs along every column at once (they are linear in the direction), then
+    per column the product with the wrench Jacobians and the chain rule of
+    :func:`point_force_add`, :func:`torque_add` (Magic Formula moment) and ``x_k``, on the
+    wheel body's 12 coordinates, projected on ``R``.  ``bw``: scratch (>= 13 rows of
+    length max(d, 12))."""
+    nqb = ga.nqb
+    d = R.shape[1]
+    C = bw[0:3]
+    Ev = bw[3:6]
+    W = bw[6:9]
+    dX = bw[9]
+    dQb = bw[10]
+    wr = bw[11]
+    dPr = bw[12]
+    for s in range(ma.ty_pt.shape[0]):
+        k1 = ma.ty_pt[s]
+        b = ma.pt_body[k1]
+        s0 = b * nqb
+        law = ma.ty_law[s]
+        J = TJ[s]
+        # c, vc along R_j: op(R_j); e: the body vector of R_j; w: angvel(R_j, qd) cz +
+        # angvel(q, R_j) cv
+        C[:, :] = 0.0
+        op_apply_cols(ga, pr.tw, ga.pt_op[k1], R, 1.0, C)
+        kv = ma.ty_vc[s]
+        sv = ma.vc_body[kv] * nqb
+        vv = ma.vc_val[kv]
+        for i in range(3):
+            for j in range(d):
+                Ev[i, j] = 0.0
+                for k in range(3):
+                    Ev[i, j] += vv[k] * R[sv + (1 + k) * 3 + i, j]
+        for i in range(3):
+            i1 = (i + 1) % 3
+            i2 = (i + 2) % 3
+            for j in range(d):
+                acc = 0.0
+                for k in range(3):
+                    e = s0 + 3 * (1 + k)
+                    acc += cz * (R[e + i1, j] * qd[e + i2] - R[e + i2, j] * qd[e + i1])
+                    acc += cv * (q[e + i1] * R[e + i2, j] - q[e + i2] * R[e + i1, j])
+                W[i, j] = 0.5 * acc
+        # x_k = (P - r) . e_k of the force's point
+        for k in range(3):
+            xk = 0.0
+            for i in range(3):
+                xk += (J[1, i, 0] - q[s0 + i]) * q[s0 + (1 + k) * 3 + i]
+            wr[k] = xk
+        for j in range(d):
+            for i in range(3):
+                dX[i] = cz * C[i, j]
+                dX[3 + i] = cv * C[i, j]
+                dX[6 + i] = cz * Ev[i, j]
+                dX[9 + i] = W[i, j]
+            for i in range(12):
+                dQb[i] = 0.0
+            # dF (point force, Q_r = F, Q_ek = x_k F)
+            for i in range(3):
+                dF = 0.0
+                for l in range(12):
+                    dF += J[0, i, 1 + l] * dX[l]
+                dQb[i] += dF
+                for k in range(3):
+                    dQb[(1 + k) * 3 + i] += wr[k] * dF
+            # d x_k = (dP - dr) . e_k + (P - r) . de_k
+            for i in range(3):
+                dP = 0.0
+                for l in range(12):
+                    dP += J[1, i, 1 + l] * dX[l]
+                dPr[i] = dP - cz * R[s0 + i, j]
+            for k in range(3):
+                dxk = 0.0
+                for i in range(3):
+                    e0 = s0 + (1 + k) * 3 + i
+                    dxk += dPr[i] * q[e0] + (J[1, i, 0] - q[s0 + i]) * cz * R[e0, j]
+                for i in range(3):
+                    dQb[(1 + k) * 3 + i] += dxk * J[0, i, 0]
+            if law == TL.LAW_MF:
+                # Q_ek = 1/2 M x e_k: 1/2 (dM x e_k + M x de_k)
+                dM0 = 0.0
+                dM1 = 0.0
+                dM2 = 0.0
+                for l in range(12):
+                    dM0 += J[2, 0, 1 + l] * dX[l]
+                    dM1 += J[2, 1, 1 + l] * dX[l]
+                    dM2 += J[2, 2, 1 + l] * dX[l]
+                M0 = J[2, 0, 0]
+                M1 = J[2, 1, 0]
+                M2 = J[2, 2, 0]
+                for k in range(3):
+                    e0 = s0 + (1 + k) * 3
+                    f0 = cz * R[e0, j]
+                    f1 = cz * R[e0 + 1, j]
+                    f2 = cz * R[e0 + 2, j]
+                    l0 = (1 + k) * 3
+                    dQb[l0] += (0.5 * (dM1 * q[e0 + 2] - dM2 * q[e0 + 1])
+                                + 0.5 * (M1 * f2 - M2 * f1))
+                    dQb[l0 + 1] += (0.5 * (dM2 * q[e0] - dM0 * q[e0 + 2])
+                                    + 0.5 * (M2 * f0 - M0 * f2))
+                    dQb[l0 + 2] += (0.5 * (dM0 * q[e0 + 1] - dM1 * q[e0])
+                                    + 0.5 * (M0 * f1 - M1 * f0))
+            for i in range(d):
+                acc = 0.0
+                for l in range(12):
+                    acc += R[s0 + l, i] * dQb[l]
+                S[i, j] += acc
+
+
+@njit(cache=True)
+def force_tangents_projected(ga, ma, pr, p, t, q, qd, R, cz, cv, zp, aref, sc, TJ, dq, dqd,
+                             dQ, S, bw):
+    """``S[i, j] = R_i^T dQ_j`` for every pair of columns of ``R`` (N x d), ``dQ_j`` the
+    force tangent of :func:`force_tangent_q` along ``(cz R_j, cv R_j)`` (``TJ``: the
+    tires' cache :func:`tire_state_jacobians` at this state): the force block of the
+    loop's iteration matrix.  The springs and tires are evaluated once for all columns
+    (:func:`_springs_projected`, :func:`_tires_projected`); the joint springs, applied
+    forces and speed controls, when the model has any, by one tangent per column.  The
+    same derivative as the per-column :func:`force_tangent_q`, to rounding.  Requires
+    :func:`force_block_ok`.  ``dq``, ``dqd``, ``dQ`` (N): scratch; ``bw``: scratch (13 x
+    max(d, 12))."""
+    N = q.shape[0]
+    d = R.shape[1]
+    S[:, :] = 0.0
+    _springs_projected(ga, ma, pr, p, R, cz, cv, S, bw)
+    _tires_projected(ga, ma, pr, p, q, qd, R, cz, cv, TJ, S, bw)
+    if ma.js_coord.shape[0] + ma.af_type.shape[0] + ma.sc_pt.shape[0] == 0:
+        return
+    v = _S14x3()
+    V, F, dF = v[0:12], v[12], v[13]
+    for j in range(d):
+        for k in range(N):
+            dq[k] = cz * R[k, j]
+            dqd[k] = cv * R[k, j]
+        dQ[:] = 0.0
+        _joint_spring_applied_t(ga, ma, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, V, F, dF)
+        if ma.sc_pt.shape[0] > 0:
+            speed_control_forces_t(ga, ma, p, t, q, qd, dq, dqd, zp, dQ)
+        for k in range(N):
+            dk = dQ[k]
+            if dk == 0.0:
+                continue
+            for i in range(d):
+                S[i, j] += R[k, i] * dk
 
 
 @njit(cache=True)

@@ -27,8 +27,8 @@ from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
-from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, maxabs,
-                                      projected_matrix, qr_factor_w, qr_solve)
+from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, maxabs, projected_matrix,
+                                      qr_factor_w, qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
