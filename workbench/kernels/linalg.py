@@ -21,17 +21,8 @@ def qr_factor(A, V, beta, Rm, rtol):
     column operation is on contiguous memory.  ``V`` (n x mr) receives the Householder
     vectors, ``Rm`` (n x n) the triangular factor.  Returns the index of the first column
     whose diagonal entry is below ``rtol`` times the largest column norm, or -1."""
-    return qr_factor_w(A, V, beta, Rm, rtol, np.empty((A.shape[1], A.shape[0])))
-
-
-@njit(cache=True)
-def qr_factor_w(A, V, beta, Rm, rtol, W):
-    """:func:`qr_factor` with the work array ``W`` (n x mr) for the transpose of ``A``: no
-    allocation."""
     mr, n = A.shape
-    for j in range(n):
-        for i in range(mr):
-            W[j, i] = A[i, j]
+    W = A.T.copy()
     scale = 0.0
     for j in range(n):
         s = 0.0

@@ -782,19 +782,11 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     with ``cos z_b``, ``sin z_b`` read from the frame rotations (:func:`joint_angle_cs`:
     the profile is 2 pi-periodic, so the angle modulo 2 pi is all it needs; no ``z``
     argument)."""
-    constraint_jacobian_w(ma, p, A, r, bcol, Jc, np.empty((3, 3, n)))
-
-
-@njit(cache=True)
-def constraint_jacobian_w(ma, p, A, r, bcol, Jc, Jw):
-    """:func:`constraint_jacobian` with the work array ``Jw`` (3 x 3 x n: the point and
-    vector Jacobians): no allocation."""
     nc = ma.c_type.shape[0]
-    n = Jc.shape[1]
     Jc[:, :] = 0.0
-    J1 = Jw[0]
-    J2 = Jw[1]
-    Je = Jw[2]
+    J1 = np.empty((3, n))
+    J2 = np.empty((3, n))
+    Je = np.empty((3, n))
     _b3 = _S4x3()  # one stack buffer for the 3-vectors
     x1 = _b3[0]
     x2 = _b3[1]
@@ -873,16 +865,9 @@ def dof_values(ma, p, A, r, Z, Zd, z, zd, zdd, out_h, out_hd, out_hdd):
 @njit(cache=True)
 def dof_jacobian(ma, p, A, r, bcol, n, Bm):
     """``B = h_z`` (d x n): unit rows for relative-coordinate DOF, point-Jacobian rows otherwise."""
-    dof_jacobian_w(ma, p, A, r, bcol, Bm, np.empty((3, n)))
-
-
-@njit(cache=True)
-def dof_jacobian_w(ma, p, A, r, bcol, Bm, J):
-    """:func:`dof_jacobian` with the work array ``J`` (3 x n, a point Jacobian): no
-    allocation."""
     nd = ma.dof_type.shape[0]
-    n = Bm.shape[1]
     Bm[:, :] = 0.0
+    J = np.empty((3, n))
     for k in range(nd):
         if ma.dof_type[k] == DOF_COORD:
             Bm[k, ma.dof_i[k, 0]] = 1.0

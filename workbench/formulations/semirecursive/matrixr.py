@@ -27,8 +27,8 @@ from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
-from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, maxabs, projected_matrix,
-                                      qr_factor_w, qr_solve)
+from workbench.kernels.linalg import (lu_solve_inplace, maxabs, projected_matrix, qr_factor,
+                                      qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
@@ -111,8 +111,7 @@ def dof_share(Th, m, v):
 Workspace = namedtuple("Workspace", ["A", "r", "u", "bcol", "Z", "Zd", "Th", "V", "beta", "Rm",
                                      "phi", "h", "hd", "hdd", "fb", "nb", "Qj", "pos_res",
                                      "pos_dz", "zero_n", "vel_rhs", "vel_col", "P", "bv", "Vc",
-                                     "Vdc", "zddb", "jw", "qw", "pt_i", "pt_A", "pt_W",
-                                     "pt_X"])
+                                     "Vdc", "zddb"])
 
 
 @njit(cache=True)
@@ -130,11 +129,7 @@ def make_workspace(ma, n):
         np.zeros(m + d), np.zeros(n), np.zeros(n),
         np.zeros(m + d), np.zeros(n),
         np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6)),
-        np.zeros(n),
-        # work arrays of leading_matrix, qr_factor_w and partitioned_r (no allocation
-        # per factorisation)
-        np.zeros((3, 3, n)), np.zeros((n, m + d)), np.zeros(n + 2 * m, dtype=np.int64),
-        np.zeros((m, m)), np.zeros((m, m)), np.zeros((m, d)))
+        np.zeros(n))
 
 
 # The converged state of an output row, kept by the integrator for the sensitivity sweeps
@@ -246,9 +241,10 @@ def leading_matrix(ma, p, ws):
     the position kinematics ``ws.A, ws.r, ws.u`` (the joint columns ``ws.bcol`` are formed
     here): the one place it is assembled."""
     m = ma.c_type.shape[0]
+    n = ws.Th.shape[1]
     K.joint_columns(ma, ws.r, ws.u, ws.bcol)
-    K.constraint_jacobian_w(ma, p, ws.A, ws.r, ws.bcol, ws.Th[:m], ws.jw)
-    K.dof_jacobian_w(ma, p, ws.A, ws.r, ws.bcol, ws.Th[m:], ws.jw[0])
+    K.constraint_jacobian(ma, p, ws.A, ws.r, ws.bcol, n, ws.Th[:m])
+    K.dof_jacobian(ma, p, ws.A, ws.r, ws.bcol, n, ws.Th[m:])
 
 
 @njit(cache=True)
@@ -257,7 +253,7 @@ def factor_theta(ma, p, z, ws):
     left in ``ws``.  Returns the first rank-deficient column or -1."""
     K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
     leading_matrix(ma, p, ws)
-    return qr_factor_w(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12, ws.qw)
+    return qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
 
 
 @njit(cache=True)
@@ -301,7 +297,7 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
             break
         if not (reuse and err <= 0.1 * err_prev):
             leading_matrix(ma, p, ws)
-            bad = qr_factor_w(Th, V, beta, Rm, 1e-12, ws.qw)
+            bad = qr_factor(Th, V, beta, Rm, 1e-12)
             if bad >= 0:
                 return ST_SINGULAR, it, err, bad
         err_prev = err
@@ -366,10 +362,10 @@ def factor_r(ma, p, z, Rphi, ws):
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
     leading_matrix(ma, p, ws)
-    bad = qr_factor_w(Th, V, beta, Rm, 1e-12, ws.qw)
+    bad = qr_factor(Th, V, beta, Rm, 1e-12)
     if bad >= 0:
         return ST_SINGULAR, bad
-    if partitioned_r_w(ma, Th, Rphi, ws.pt_i, ws.pt_A, ws.pt_W, ws.pt_X):
+    if partitioned_r(ma, Th, Rphi):
         return OK, -1
     rhs = ws.vel_rhs
     col = ws.vel_col
@@ -395,23 +391,10 @@ def partitioned_r(ma, Th, Rphi):
     m = ma.c_type.shape[0]
     d = ma.dof_type.shape[0]
     n = Th.shape[1]
-    return partitioned_r_w(ma, Th, Rphi, np.empty(n + 2 * m, dtype=np.int64),
-                           np.empty((m, m)), np.empty((m, m)), np.empty((m, d)))
-
-
-@njit(cache=True)
-def partitioned_r_w(ma, Th, Rphi, iw, A, W, X):
-    """:func:`partitioned_r` with its work arrays (no allocation): ``iw`` (n + 2m
-    integers), ``A``, ``W`` (m x m: ``Phi_dep`` and its LU factors), ``X`` (m x d)."""
-    m = ma.c_type.shape[0]
-    d = ma.dof_type.shape[0]
-    n = Th.shape[1]
     if not coordinate_dofs(ma):
         return False
-    isdof = iw[:n]
-    dep = iw[n:n + m]
-    piv = iw[n + m:]
-    isdof[:] = 0
+    dep = np.empty(max(m, 1), dtype=np.int64)
+    isdof = np.zeros(n, dtype=np.int64)
     for k in range(d):
         isdof[ma.dof_i[k, 0]] = 1
     c = 0
@@ -423,17 +406,16 @@ def partitioned_r_w(ma, Th, Rphi, iw, A, W, X):
             c += 1
     if c != m:
         return False
+    A = np.empty((m, m))
+    X = np.empty((m, d))
+    W = np.empty((m, m))
     for r in range(m):
         for c in range(m):
             A[r, c] = Th[r, dep[c]]
         for j in range(d):
             X[r, j] = -Th[r, ma.dof_i[j, 0]]
-    # lu_solve_inplace(A, X, W) with the pivots in the work array
-    if m > 0:
-        if not lu_factor_small(A, W, piv):
-            return False
-        for j in range(d):
-            lu_solve_factored(W, piv, X[:, j])
+    if not lu_solve_inplace(A, X, W):
+        return False
     Rphi[:, :] = 0.0
     for j in range(d):
         Rphi[ma.dof_i[j, 0], j] = 1.0
