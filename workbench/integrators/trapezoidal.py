@@ -705,7 +705,8 @@ def integrate_natural(ga, ma, p, t0, h, nsteps, zi0, zdi0, q0, aref0, newton_tol
     """Fixed-step implicit trapezoidal rule on the independent coordinates, global
     formulation in natural coordinates: the unknown ``a = zdd^i_{n+1}``, the update
     (:func:`trapezoidal_update`), the Newton acceptance tests (:func:`correction_converged`,
-    :func:`next_correction_converged`, :func:`at_noise_floor`) and the iteration matrix (``Mbar + h/2 Cbar + h^2/4 Kbar`` as in
+    :func:`next_correction_converged`, :func:`at_noise_floor`) and the iteration matrix
+    (``Mbar + h/2 Cbar + h^2/4 Kbar`` as in
     :func:`iteration_matrix`, with the force-element derivatives projected with ``R``: the
     force tangents along ``(h^2/4 R_j, h/2 R_j)``, the springs and tires evaluated once for
     all the columns (``force_tangents_projected`` of
