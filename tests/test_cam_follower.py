@@ -266,7 +266,8 @@ def test_cam_row_tangents_match_central_differences(cm, level):
     T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du)
     T.joint_columns_t(ma, r, u, dr, du, db)
     T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
-    T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd)
+    T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd,
+                            np.ones(nf + 1, dtype=np.int64))
     out = np.zeros(cm.m)
     T.constraints_t(ma, ma.p, dp, 0.0, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ, dZd,
                     level, out)

@@ -54,6 +54,52 @@ _S20x3 = AR.scratch(20, 3)
 
 
 @njit(cache=True, inline="always")
+def moved_frames(ma, dz, dzd, dzdd, every, mv):
+    """``mv[f] = 1`` for the frames whose tangents can be nonzero along a direction,
+    ``0`` for the others: a frame moves with its parent and with its own joint
+    coordinate (``dz``, ``dzd`` or ``dzdd`` nonzero there); ``every`` (a direction that
+    moves a field, ``dp != 0``): every frame.  ``mv`` has one entry more than there are
+    frames, the ground's: ``1`` when ``every`` (then the ground's points move too), ``2``
+    when every frame moves but the ground does not, else ``0``.  Called again along the
+    same direction (after each level's solve, with more tangents nonzero) it returns at
+    once when every frame moves already; a new direction must start from ``mv[-1] = 0``
+    (:func:`reset_moved`).  The kernels that take ``mv`` write exact
+    zeros for a frame with ``mv[f] = 0`` instead of computing them (a state direction of
+    one wheel or suspension moves only its subtree; its ancestors receive the subtree's
+    force tangents in the backward pass of the inverse dynamics, which runs over every
+    frame)."""
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
+    nf = fr_parent.shape[0]
+    if mv[nf] == 1 or (mv[nf] == 2 and not every):
+        return                   # already every frame (ground included, or not)
+    for f in range(nf):
+        if every:
+            mv[f] = 1
+            continue
+        par = fr_parent[f]
+        c = fr_coord[f]
+        m = mv[par] if par >= 0 else 0
+        if c >= 0 and (dz[c] != 0.0 or dzd[c] != 0.0 or dzdd[c] != 0.0):
+            m = 1
+        mv[f] = m
+    if every:
+        mv[nf] = 1
+    else:
+        mv[nf] = 0
+        for f in range(nf):
+            if mv[f] == 0:
+                return
+        mv[nf] = 2
+
+
+@njit(cache=True, inline="always")
+def reset_moved(mv):
+    """Start the :func:`moved_frames` of a new direction."""
+    mv[mv.shape[0] - 1] = 0
+
+
+@njit(cache=True, inline="always")
 def _cx(a, b, out):
     out[0] = a[1] * b[2] - a[2] * b[1]
     out[1] = a[2] * b[0] - a[0] * b[2]
@@ -145,14 +191,22 @@ def point_position_t(ma, p, dp, A, r, th, dr, k, x, dx):
 
 
 @njit(cache=True, inline="always")
-def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ):
+def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ, mv):
     """Tangent of :func:`workbench.kernels.tree.body_inertia` for every body (``bg, bJ``: the bodies'
     centres of mass and inertias at this state): ``bdm[b] = dm``, ``bdg[b] = dg`` (the
     centre of mass as a body point, :func:`body_point_t`) and ``bdJ[b] = [th]x JG - JG
     [th]x + A dJ_local A^T``; computed once per direction and shared by the gravity loads,
-    the reference points and both inverse dynamics."""
+    the reference points and both inverse dynamics.  ``mv``: :func:`moved_frames` (zero
+    tangents for the bodies of the frames it leaves)."""
     for b in range(ma.b_frame.shape[0]):
         f = ma.b_frame[b]
+        if mv[f] == 0:
+            bdm[b] = 0.0
+            for i in range(3):
+                bdg[b, i] = 0.0
+                for j in range(3):
+                    bdJ[b, i, j] = 0.0
+            continue
         o = ma.b_org[b]
         fld = ma.b_com[b]
         bdm[b] = dp[ma.b_mass[b]]
@@ -237,16 +291,21 @@ def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
 
 
 @njit(cache=True, inline="always")
-def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd):
+def frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd, mv):
     """Tangent of :func:`workbench.kernels.tree.frame_accelerations` (material convention).
 
     Scalars instead of 3-vector row views (each view is reference-counted); the same
-    operations in the same order as ``_cx``, ``_cxadd`` and ``_centripetal_t``."""
+    operations in the same order as ``_cx``, ``_cxadd`` and ``_centripetal_t``.  ``mv``:
+    :func:`moved_frames` (zero at the frames it leaves)."""
     fr_parent = ma.fr_parent
     fr_coord = ma.fr_coord
     fr_type = ma.fr_type
     nf = fr_parent.shape[0]
     for f in range(nf):
+        if mv[f] == 0:
+            for i in range(6):
+                dZd[f, i] = 0.0
+            continue
         par = fr_parent[f]
         c = fr_coord[f]
         q1 = zd[c] if c >= 0 else 0.0
@@ -848,8 +907,18 @@ def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf,
 
 
 @njit(cache=True, inline="always")
+def _still(ma, mv, k):
+    """Point ``k`` does not move along the direction: on a body whose frame
+    :func:`moved_frames` leaves, or on the ground for a direction that moves no field."""
+    b = ma.pt_body[k]
+    if b < 0:
+        return mv[mv.shape[0] - 1] != 1
+    return mv[ma.b_frame[b]] == 0
+
+
+@njit(cache=True, inline="always")
 def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
-                     dfb, dnb, dQj, kin, bm, bg, bdm, bdg, TJ, tj_cached):
+                     dfb, dnb, dQj, kin, bm, bg, bdm, bdg, TJ, tj_cached, mv):
     """Tangent of :func:`workbench.kernels.tree.applied_forces` (the loads, not the potential).
 
     ``bm, bg``: the bodies' masses and centres of mass at this state; ``bdm, bdg`` their
@@ -857,7 +926,9 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     direction moves no position and no field (``dp = 0``, ``th = dr = 0``): the gravity
     loads' tangents vanish and are skipped.  ``TJ``, ``tj_cached``: the tire cache of
     :func:`tire_forces_t` (``tj_cached`` True only when ``dp`` moves no tire or road
-    field)."""
+    field).  ``mv``: :func:`moved_frames`; the gravity load of a body that does not move,
+    and a spring or tire none of whose bodies moves, have zero tangents and are skipped
+    (the other elements are evaluated for every direction)."""
     nbod = ma.b_frame.shape[0]
     dfb[:, :] = 0.0
     dnb[:, :] = 0.0
@@ -867,7 +938,10 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     dF = _b3[3]
     grav = ma.gravity
     gr0, gr1, gr2 = grav[0], grav[1], grav[2]
+    b_frame = ma.b_frame
     for b in range(nbod if kin else 0):
+        if mv[b_frame[b]] == 0:
+            continue
         m = bm[b]
         dm = bdm[b]
         _add_point_force_ts(dfb, dnb, b, bg[b, 0], bg[b, 1], bg[b, 2],
@@ -879,6 +953,8 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
+        if _still(ma, mv, k1) and _still(ma, mv, k2):
+            continue
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0)
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
         L = 0.0
@@ -975,7 +1051,7 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
                    - dp[o + 2] * zd[c_])
         dQj[c_] += dQ
     if ma.ty_pt.shape[0] > 0:
-        tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, tj_cached)
+        tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, tj_cached, mv)
     if ma.rd_pt.shape[0] > 0:
         rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb)
 
@@ -1036,7 +1112,7 @@ def tire_state_jacobians(ma, p, A, r, Z, Zd, TJ):
 
 
 @njit(cache=True)
-def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached):
+def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached, mv):
     """Tangent of the tire-ground wrenches of :func:`workbench.kernels.tree.applied_forces` (added to
     ``dfb``, ``dnb``).
 
@@ -1052,7 +1128,8 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached)
     wrench and its Jacobians with respect to the state inputs ``X = [c, vc, a, w]`` are
     read from ``TJ`` (:func:`tire_state_jacobians` at this state) and the tangent is the
     product ``(dF, dP, dM) = J dX``: the same chain rule without evaluating the law again
-    for every direction.
+    for every direction; a tire whose wheel does not move (``mv``, :func:`moved_frames`)
+    then has a zero tangent and is skipped.
     """
     road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
     droad = dp[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
@@ -1069,6 +1146,8 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached)
         k1 = ma.ty_pt[s]
         b = ma.pt_body[k1]
         f = ma.b_frame[b]
+        if cached and mv[f] == 0:
+            continue
         point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
         vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
         if cached:
@@ -1212,13 +1291,16 @@ def reference_points_t(ma, dr, dP, bdg):
 
 
 @njit(cache=True, inline="always")
-def com_columns_t(ma, r, u, P, dr, du, dP, dbv):
-    """Tangent of :func:`workbench.kernels.tree.com_columns`: revolute ``[u x (P - r); u]``."""
+def com_columns_t(ma, r, u, P, dr, du, dP, dbv, mv):
+    """Tangent of :func:`workbench.kernels.tree.com_columns`: revolute ``[u x (P - r); u]``
+    (``mv``: :func:`moved_frames`)."""
     nf = ma.fr_parent.shape[0]
     d = _S3()
     dd = _S3()
     for f in range(nf):
         typ = ma.fr_type[f]
+        if mv[f] == 0:
+            typ = -1
         if typ == REVOLUTE:
             for i in range(3):
                 d[i] = P[f, i] - r[f, i]
@@ -1259,17 +1341,23 @@ def _centripetal_ts(w0, w1, w2, dw0, dw1, dw2, x0, x1, x2, dx0, dx1, dx2):
 
 
 @njit(cache=True, inline="always")
-def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd):
+def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv, dV, dVd,
+                     mv):
     """Tangent of :func:`workbench.kernels.tree.com_kinematics` (SR-I velocities and accelerations).
 
     Scalars instead of 3-vector row views (each view is reference-counted); the same
     operations in the same order as the cross-product helpers ``_cx``, ``_cxadd`` and
-    ``_centripetal_t``."""
+    ``_centripetal_t``.  ``mv``: :func:`moved_frames` (zero at the frames it leaves)."""
     fr_parent = ma.fr_parent
     fr_coord = ma.fr_coord
     fr_type = ma.fr_type
     nf = fr_parent.shape[0]
     for f in range(nf):
+        if mv[f] == 0:
+            for i in range(6):
+                dV[f, i] = 0.0
+                dVd[f, i] = 0.0
+            continue
         par = fr_parent[f]
         c = fr_coord[f]
         q1 = zd[c] if c >= 0 else 0.0
@@ -1417,9 +1505,65 @@ def com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, P, bv, V, Vd, dr, du, dP, dbv
         dVd[f, 2] = o2
 
 
+@njit(cache=True)
+def com_wrenches(ma, P, V, Vd, fb, nb_, bm, bg, bJ, Fs):
+    """The subtree wrenches ``Fs`` (nf x 6) of :func:`workbench.kernels.tree.inverse_dynamics_com`
+    at one state, accumulated to the frames' reference points: the primal values
+    :func:`inverse_dynamics_com_t` reads, computed once per state instead of once per
+    direction (the operations of that kernel's vector form, in its order: the same bits
+    for every direction)."""
+    nf = ma.fr_parent.shape[0]
+    fr_body = ma.fr_body
+    fr_parent = ma.fr_parent
+    Fs[:, :] = 0.0
+    for f in range(nf):
+        b = fr_body[f]
+        if b < 0:
+            continue
+        m = bm[b]
+        for i in range(3):
+            Fs[f, i] = m * Vd[f, i] - fb[b, i]
+        j0 = 0.0
+        j1 = 0.0
+        j2 = 0.0
+        for i in range(3):
+            jw = 0.0
+            Fs[f, 3 + i] = -nb_[b, i]
+            for j in range(3):
+                jw += bJ[b, i, j] * V[f, 3 + j]
+                Fs[f, 3 + i] += bJ[b, i, j] * Vd[f, 3 + j]
+            if i == 0:
+                j0 = jw
+            elif i == 1:
+                j1 = jw
+            else:
+                j2 = jw
+        w0, w1, w2 = V[f, 3], V[f, 4], V[f, 5]
+        g0, g1, g2 = bg[b, 0], bg[b, 1], bg[b, 2]
+        f0, f1, f2 = fb[b, 0], fb[b, 1], fb[b, 2]
+        Fs[f, 3] += 1.0 * (w1 * j2 - w2 * j1)
+        Fs[f, 4] += 1.0 * (w2 * j0 - w0 * j2)
+        Fs[f, 5] += 1.0 * (w0 * j1 - w1 * j0)
+        Fs[f, 3] += 1.0 * (g1 * f2 - g2 * f1)
+        Fs[f, 4] += 1.0 * (g2 * f0 - g0 * f2)
+        Fs[f, 5] += 1.0 * (g0 * f1 - g1 * f0)
+    for f in range(nf - 1, -1, -1):
+        par = fr_parent[f]
+        if par >= 0:
+            t0 = P[f, 0] - P[par, 0]
+            t1 = P[f, 1] - P[par, 1]
+            t2 = P[f, 2] - P[par, 2]
+            F0, F1, F2 = Fs[f, 0], Fs[f, 1], Fs[f, 2]
+            for i in range(6):
+                Fs[par, i] += Fs[f, i]
+            Fs[par, 3] += 1.0 * (t1 * F2 - t2 * F1)
+            Fs[par, 4] += 1.0 * (t2 * F0 - t0 * F2)
+            Fs[par, 5] += 1.0 * (t0 * F1 - t1 * F0)
+
+
 @njit(cache=True, inline="always")
 def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb, dQj, dtau,
-                           bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ):
+                           bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ, mv):
     """Tangent of :func:`workbench.kernels.tree.inverse_dynamics_com`: Newton-Euler at each centre of
     mass, ``F = m a_G - f``, ``N = J_G al + w x J_G w - (n_O - g x f)``, accumulated with the
     shift ``N_p += (P_c - P_p) x F_c``.
@@ -1428,18 +1572,34 @@ def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb
     this state (:func:`workbench.kernels.tree.body_inertia`, computed once per state), ``bdm, bdg,
     bdJ`` their tangents along this direction (:func:`body_inertias_t`); ``kin`` False
     for a direction that moves no position and no field (``dp = 0``, ``th = dr = 0``, so
-    the inertia tangents vanish: ``bdm, bdg, bdJ`` are not read); ``Fs, dFs`` (nf x 6) are
-    work arrays.  Scalar indexing throughout (no row views: each view is an atomic
-    reference-count pair), the operations of the vector form in the same order."""
+    the inertia tangents vanish: ``bdm, bdg, bdJ`` are not read); ``Fs`` (nf x 6): the
+    subtree wrenches of the state (:func:`com_wrenches`, read only); ``dFs`` (nf x 6): a
+    work array.  Scalar indexing throughout (no row views: each view is an atomic
+    reference-count pair), the operations of the vector form in the same order.  ``mv``:
+    :func:`moved_frames`; at a body that does not move only the applied loads' tangents
+    act, ``dF = -df``, ``dN = -dn + g x df`` (the terms it skips are exact zeros)."""
     nf = ma.fr_parent.shape[0]
-    Fs[:, :] = 0.0
+    fr_body = ma.fr_body
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
     dFs[:, :] = 0.0
     wk = _S3x3()       # Jw, dJw, dg
     dJG = _S3x3()
     dJG[:] = 0.0
     for f in range(nf):
-        b = ma.fr_body[f]
+        b = fr_body[f]
         if b < 0:
+            continue
+        g0, g1, g2 = bg[b, 0], bg[b, 1], bg[b, 2]
+        h0, h1, h2 = dfb[b, 0], dfb[b, 1], dfb[b, 2]
+        if mv[f] == 0:
+            # the loads' tangents only
+            for i in range(3):
+                dFs[f, i] = -dfb[b, i]
+                dFs[f, 3 + i] = -dnb[b, i]
+            dFs[f, 3] += 1.0 * (g1 * h2 - g2 * h1)
+            dFs[f, 4] += 1.0 * (g2 * h0 - g0 * h2)
+            dFs[f, 5] += 1.0 * (g0 * h1 - g1 * h0)
             continue
         m = bm[b]
         if kin:
@@ -1453,17 +1613,14 @@ def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb
             for i in range(3):
                 wk[2, i] = 0.0
         for i in range(3):
-            Fs[f, i] = m * Vd[f, i] - fb[b, i]
             dFs[f, i] = dm * Vd[f, i] + m * dVd[f, i] - dfb[b, i]
         for i in range(3):
             jw = 0.0
             djw = 0.0
-            Fs[f, 3 + i] = -nb_[b, i]
             dFs[f, 3 + i] = -dnb[b, i]
             for j in range(3):
                 jw += bJ[b, i, j] * V[f, 3 + j]
                 djw += dJG[i, j] * V[f, 3 + j] + bJ[b, i, j] * dV[f, 3 + j]
-                Fs[f, 3 + i] += bJ[b, i, j] * Vd[f, 3 + j]
                 dFs[f, 3 + i] += dJG[i, j] * Vd[f, 3 + j] + bJ[b, i, j] * dVd[f, 3 + j]
             wk[0, i] = jw
             wk[1, i] = djw
@@ -1471,24 +1628,16 @@ def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb
         dw0, dw1, dw2 = dV[f, 3], dV[f, 4], dV[f, 5]
         j0, j1, j2 = wk[0, 0], wk[0, 1], wk[0, 2]
         k0, k1, k2 = wk[1, 0], wk[1, 1], wk[1, 2]
-        g0, g1, g2 = bg[b, 0], bg[b, 1], bg[b, 2]
         e0, e1, e2 = wk[2, 0], wk[2, 1], wk[2, 2]
         f0, f1, f2 = fb[b, 0], fb[b, 1], fb[b, 2]
-        h0, h1, h2 = dfb[b, 0], dfb[b, 1], dfb[b, 2]
-        # N += w x Jw;  dN += dw x Jw + w x dJw
-        Fs[f, 3] += 1.0 * (w1 * j2 - w2 * j1)
-        Fs[f, 4] += 1.0 * (w2 * j0 - w0 * j2)
-        Fs[f, 5] += 1.0 * (w0 * j1 - w1 * j0)
+        # dN += dw x Jw + w x dJw
         dFs[f, 3] += 1.0 * (dw1 * j2 - dw2 * j1)
         dFs[f, 4] += 1.0 * (dw2 * j0 - dw0 * j2)
         dFs[f, 5] += 1.0 * (dw0 * j1 - dw1 * j0)
         dFs[f, 3] += 1.0 * (w1 * k2 - w2 * k1)
         dFs[f, 4] += 1.0 * (w2 * k0 - w0 * k2)
         dFs[f, 5] += 1.0 * (w0 * k1 - w1 * k0)
-        # N += g x f;  dN += dg x f + g x df
-        Fs[f, 3] += 1.0 * (g1 * f2 - g2 * f1)
-        Fs[f, 4] += 1.0 * (g2 * f0 - g0 * f2)
-        Fs[f, 5] += 1.0 * (g0 * f1 - g1 * f0)
+        # dN += dg x f + g x df
         dFs[f, 3] += 1.0 * (e1 * f2 - e2 * f1)
         dFs[f, 4] += 1.0 * (e2 * f0 - e0 * f2)
         dFs[f, 5] += 1.0 * (e0 * f1 - e1 * f0)
@@ -1496,8 +1645,8 @@ def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb
         dFs[f, 4] += 1.0 * (g2 * h0 - g0 * h2)
         dFs[f, 5] += 1.0 * (g0 * h1 - g1 * h0)
     for f in range(nf - 1, -1, -1):
-        par = ma.fr_parent[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        c = fr_coord[f]
         if c >= 0:
             s = 0.0
             for i in range(6):
@@ -1513,12 +1662,8 @@ def inverse_dynamics_com_t(ma, P, bv, V, Vd, fb, nb_, dP, dbv, dV, dVd, dfb, dnb
             F0, F1, F2 = Fs[f, 0], Fs[f, 1], Fs[f, 2]
             D0, D1, D2 = dFs[f, 0], dFs[f, 1], dFs[f, 2]
             for i in range(6):
-                Fs[par, i] += Fs[f, i]
                 dFs[par, i] += dFs[f, i]
-            # N_par += (P_f - P_par) x F_f and its tangent
-            Fs[par, 3] += 1.0 * (t1 * F2 - t2 * F1)
-            Fs[par, 4] += 1.0 * (t2 * F0 - t0 * F2)
-            Fs[par, 5] += 1.0 * (t0 * F1 - t1 * F0)
+            # the tangent of N_par += (P_f - P_par) x F_f
             dFs[par, 3] += 1.0 * (u1 * F2 - u2 * F1)
             dFs[par, 4] += 1.0 * (u2 * F0 - u0 * F2)
             dFs[par, 5] += 1.0 * (u0 * F1 - u1 * F0)

@@ -121,9 +121,11 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
         if dz[k] != 0.0:
             kin = True
             break
+    kin_p = False
     for k in range(dp.shape[0]):
         if dp[k] != 0.0:
             kin = True
+            kin_p = True
             break
     if kin:
         T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
@@ -133,14 +135,17 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
         dr[:, :] = 0.0
         du[:, :] = 0.0
         db[:, :] = 0.0
+    # the frames this direction moves (all of them when it moves a field)
+    mv = np.zeros(ma.fr_parent.shape[0] + 1, dtype=np.int64)
+    T.moved_frames(ma, dz, dzd, dzdd, kin_p, mv)
     T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
-    T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd)
+    T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd, mv)
     for b in range(ma.b_frame.shape[0]):
         bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
     if kin:
-        T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
+        T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ, mv)
     T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb,
-                       dQj, kin, bm, bg, bdm, bdg, np.zeros((0, 3, 3, 13)), False)
+                       dQj, kin, bm, bg, bdm, bdg, np.zeros((0, 3, 3, 13)), False, mv)
     if form == FORM_ORIGIN:
         T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj, dtau,
                                     bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
@@ -148,14 +153,15 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
         Pc, bv, Vc, Vdc = ws.P, ws.bv, ws.Vc, ws.Vdc
         if kin:
             T.reference_points_t(ma, dr, dPc, bdg)
-            T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
+            T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv, mv)
         else:
             dPc[:, :] = 0.0
             dbv[:, :] = 0.0
         T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv, dVc,
-                           dVdc)
+                           dVdc, mv)
+        T.com_wrenches(ma, Pc, Vc, Vdc, fb, nb_, bm, bg, bJ, Fs)
         T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
-                                 dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
+                                 dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ, mv)
 
 
 @njit(cache=True)

@@ -356,7 +356,7 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
     rt = (np.zeros((2, nf, 6)), np.zeros((3, 2, 3)), np.zeros(n), np.zeros(d))
     bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
-          zskip.copy())
+          zskip.copy(), np.ones(nf + 1, dtype=np.int64))                # zskip, moved
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
@@ -469,7 +469,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     nfield = p.shape[0]
     ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
     cZd, Xb, wv, subv = rt
-    bdm, bdg, bdJ, zskip = bt
+    bdm, bdg, bdJ, zskip, mvf = bt
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
@@ -521,6 +521,9 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         nbod = ma.b_frame.shape[0]
         for b in range(nbod):
             bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])
+        if form != MR.FORM_ORIGIN:
+            # the subtree wrenches of the state, read by every direction's inverse dynamics
+            T.com_wrenches(ma, Pc, Vc, Vdc, fb, nb_, bm, bg, bJ, Fs)
         ncol = 2 * d + npar
         coord_dofs = True
         for k in range(d):
@@ -595,6 +598,10 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                     for k in range(n):
                         dz[k] = R[k, col]
                     lev0 = 1
+            # the frames this direction moves (all of them when it moves a field), widened
+            # after each level's solve
+            T.reset_moved(mvf)
+            T.moved_frames(ma, dz, dzd, dzdd, has_p, mvf)
             # ---- the position (a parameter moving the geometry: Theta_z dz = [-Phi_rho;
             # -h_rho]), velocity and acceleration levels (eqs 32a-c, 37a-c): at level ``lev``
             # Theta_z x = -[Phi'; h'] for x = dz, dzd, dzdd, with Phi' and h' the constraint
@@ -608,7 +615,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                     T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
                 elif lev == 2:
                     T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db,
-                                            dZ, dZd)
+                                            dZ, dZd, mvf)
                 T.constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, dZ,
                                 dZd, lev, dphi)
                 if coord_dofs:
@@ -623,6 +630,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                 for k in range(d):
                     rhs[m + k] = -hl[k]
                 theta_apply(Sm, R, rhs, x)
+                T.moved_frames(ma, dz, dzd, dzdd, has_p, mvf)
                 # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
                 # linear in it
                 if lev == 1:
@@ -645,9 +653,9 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             kin = not is_v
             if kin:
                 # the bodies' mass, centre-of-mass and inertia tangents, once per direction
-                T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ)
+                T.body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ, mvf)
             T.applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd, dfb,
-                               dnb, dQj, kin, bm, bg, bdm, bdg, TJ, not has_p)
+                               dnb, dQj, kin, bm, bg, bdm, bdg, TJ, not has_p, mvf)
             if form == MR.FORM_ORIGIN:
                 T.inverse_dynamics_origin_t(ma, bcol, Z, Zd, fb, nb_, db, dZ, dZd, dfb, dnb, dQj,
                                             dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
@@ -658,11 +666,11 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                     dbv[:, :] = 0.0
                 else:
                     T.reference_points_t(ma, dr, dPc, bdg)
-                    T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv)
+                    T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv, mvf)
                 T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
-                                   dVc, dVdc)
+                                   dVc, dVdc, mvf)
                 T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
-                                         dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ)
+                                         dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ, mvf)
             if not static:
                 dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
             if reactions:
