@@ -283,17 +283,28 @@ def theta_apply(S, R, b, x):
 
 
 @njit(cache=True, inline="always")
-def add_column_rates(ma, dq, bcol, E, dX):
+def add_column_rates(ma, dq, bcol, E, dX, mv):
     """``dX[f] += sum of bcol[g] dq[coord(g)]`` over frame ``f`` and its ancestors ``g``
-    (``E`` receives the sums, :func:`workbench.kernels.tree.frame_velocities` of ``dq``): the part
-    of
+    (``E`` receives the sums, :func:`workbench.kernels.tree.frame_velocities` of ``dq``, with
+    the same operations): the part of
     :func:`workbench.kernels.tangents.frame_velocities_t` (``dq`` = dzd) and
     :func:`workbench.kernels.tangents.frame_accelerations_t` (``dq`` = dzdd) that is linear in the
-    joint-rate tangent, added after a first call with ``dq = 0``."""
-    K.frame_velocities(ma, dq, bcol, E)
+    joint-rate tangent, added after a first call with ``dq = 0``.  Only at the frames
+    :func:`workbench.kernels.tangents.moved_frames` marks (``mv``, widened by ``dq``): at
+    the others ``dq`` is zero on the path to the root and so is the sum."""
+    fr_parent = ma.fr_parent
+    fr_coord = ma.fr_coord
     for f in range(E.shape[0]):
+        if mv[f] == 0:
+            continue
+        par = fr_parent[f]
+        c = fr_coord[f]
+        q = dq[c] if c >= 0 else 0.0
+        lead = par >= 0 and mv[par] != 0
         for i in range(6):
-            dX[f, i] += E[f, i]
+            e = (E[par, i] if lead else 0.0) + bcol[f, i] * q
+            E[f, i] = e
+            dX[f, i] += e
 
 
 @njit(cache=True, inline="always")
@@ -328,6 +339,22 @@ def reaction_tangents(S, R, Md, dtau, w, static, is_v, col, d, ms_type, ms_a, Jm
             Jm[k, col + d] = -s
 
 
+@njit(cache=True, inline="always")
+def sparse_pattern(R, ptr, idx):
+    """The rows ``idx[ptr[j]:ptr[j + 1]]`` (increasing) where column ``j`` of ``R`` is
+    nonzero: a sum over them adds the same products in the same order as the dense sum,
+    without the exact zeros (a DOF moves the coordinates of its own loop or subtree)."""
+    n, d = R.shape
+    t = 0
+    for j in range(d):
+        ptr[j] = t
+        for k in range(n):
+            if R[k, j] != 0.0:
+                idx[t] = k
+                t += 1
+    ptr[d] = t
+
+
 @njit(cache=True)
 def make_step_workspace(ma, n, npar, nm, zskip):
     """Work arrays of :func:`jacobian_rows`, allocated once per sweep (``n`` joint
@@ -356,7 +383,8 @@ def make_step_workspace(ma, n, npar, nm, zskip):
     # mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA
     rt = (np.zeros((2, nf, 6)), np.zeros((3, 2, 3)), np.zeros(n), np.zeros(d))
     bt = (np.zeros(nbod), np.zeros((nbod, 3)), np.zeros((nbod, 3, 3)),   # bdm, bdg, bdJ
-          zskip.copy(), np.ones(nf + 1, dtype=np.int64))                # zskip, moved
+          zskip.copy(), np.ones(nf + 1, dtype=np.int64),                # zskip, moved
+          np.zeros(d + 1, dtype=np.int64), np.zeros(n * d, dtype=np.int64))   # rptr, ridx
     return ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt
 
 
@@ -469,7 +497,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     nfield = p.shape[0]
     ws, vec_n, vec_n2, mats, f3, f6, b3, small, bm, bJ, rt, bt = sw
     cZd, Xb, wv, subv = rt
-    bdm, bdg, bdJ, zskip, mvf = bt
+    bdm, bdg, bdJ, zskip, mvf, rptr, ridx = bt
     zd, zdd, tau, dz, dzd, dzdd, zero_n, dQj = (vec_n[0], vec_n[1], vec_n[2], vec_n[3],
                                                 vec_n[4], vec_n[5], vec_n[6], vec_n[7])
     dtau = vec_n2[0]
@@ -529,6 +557,13 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         for k in range(d):
             if ma.dof_type[k] != DOF_COORD:
                 coord_dofs = False
+        # an open tree whose DOF are its joint coordinates: Theta_z is a selection of
+        # coordinates, dTheta = 0 and R^Phi does not move (dtheta_mu would return zeros)
+        theta_rows = m > 0 or not coord_dofs
+        if not theta_rows:
+            subv[:] = 0.0
+        # the nonzero rows of each column of R^Phi, for R^T dtau below
+        sparse_pattern(R, rptr, ridx)
         # the acceleration directions change only the measures; none of them depends on the
         # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
         acc_meas = False
@@ -634,9 +669,9 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                 # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
                 # linear in it
                 if lev == 1:
-                    add_column_rates(ma, dzd, bcol, Ef, dZ)
+                    add_column_rates(ma, dzd, bcol, Ef, dZ, mvf)
                 elif lev == 2:
-                    add_column_rates(ma, dzdd, bcol, Ef, dZd)
+                    add_column_rates(ma, dzdd, bcol, Ef, dZd, mvf)
             # ---- measures (a velocity direction also gives the acceleration column: dm/dA_j
             # = dm/dV_j of the velocity level, :func:`measures_t`)
             measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, ms_a, ms_c,
@@ -671,14 +706,15 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                                    dVc, dVdc, mvf)
                 T.inverse_dynamics_com_t(ma, Pc, bv, Vc, Vdc, fb, nb_, dPc, dbv, dVc, dVdc, dfb, dnb,
                                          dQj, dtau, bm, bg, bJ, kin, Fs, dFs, bdm, bdg, bdJ, mvf)
-            if not static:
+            if not static and theta_rows:
                 dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, Xb, cZd[0], cZd[1], wv, subv)
             if reactions:
                 reaction_tangents(Sm, R, Md, dtau, wv, static, is_v, col, d, ms_type, ms_a, Jm,
                                   jc)
             for j in range(d):
                 s = 0.0
-                for k in range(n):
+                for t_ in range(rptr[j], rptr[j + 1]):
+                    k = ridx[t_]
                     s += R[k, j] * dtau[k]
                 if static:
                     # dTheta = 0: no change of R
