@@ -262,10 +262,11 @@ def test_cam_row_tangents_match_central_differences(cm, level):
     nf = ma.fr_parent.shape[0]
     A, r, u, bcol, Z, Zd = frame_state(cm, z, zd, zdd)
     th, dr, du = np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    every = np.ones(nf + 1, dtype=np.int64)
     db, dZ, dZd = np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6))
-    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du)
-    T.joint_columns_t(ma, r, u, dr, du, db)
-    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du, every)
+    T.joint_columns_t(ma, r, u, dr, du, db, every)
+    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ, every)
     T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd,
                             np.ones(nf + 1, dtype=np.int64))
     out = np.zeros(cm.m)
@@ -305,9 +306,10 @@ def test_derivative_of_theta_through_the_cam_row_matches_differences(cm):
 
     A, r, u, bcol, _, _ = frame_state(cm, z)
     th, dr, du = np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    every = np.ones(nf + 1, dtype=np.int64)
     db = np.zeros((nf, 6))
-    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du)
-    T.joint_columns_t(ma, r, u, dr, du, db)
+    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du, every)
+    T.joint_columns_t(ma, r, u, dr, du, db, every)
     sub = np.zeros(d)
     S.dtheta_mu(ma, ma.p, dp, A, r, th, dr, db, bcol, R, mu, np.zeros((3, 2, 3)),
                 np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros(n), sub)

@@ -47,9 +47,9 @@ def _dtau(cm, t, z, zd, zdd, dz, dzd, dzdd, mv):
     bJ, bdJ = np.zeros((nb, 3, 3)), np.zeros((nb, 3, 3))
     dQj, dtau = np.zeros(n), np.zeros(n)
     TJ = np.zeros((ma.ty_pt.shape[0], 3, 3, 13))
-    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-    T.joint_columns_t(ma, r, u, dr, du, db)
-    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mv)
+    T.joint_columns_t(ma, r, u, dr, du, db, mv)
+    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ, mv)
     T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd, mv)
     for b in range(nb):
         bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])

@@ -303,9 +303,10 @@ def test_derivative_of_theta_along_a_direction_matches_differences(kind, planar)
 
     A, r, u, bcol = kinematics(ma.p, z)
     th, dr, du = np.zeros((nf, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    every = np.ones(nf + 1, dtype=np.int64)
     db = np.zeros((nf, 6))
-    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du)
-    T.joint_columns_t(ma, r, u, dr, du, db)
+    T.frame_positions_t(ma, ma.p, dp, z, dz, A, r, u, th, dr, du, every)
+    T.joint_columns_t(ma, r, u, dr, du, db, every)
     sub = np.zeros(d)
     S.dtheta_mu(ma, ma.p, dp, A, r, th, dr, db, bcol, R, mu, np.zeros((3, 2, 3)),
                 np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros(n), sub)

@@ -120,15 +120,22 @@ def _cxadd(a, b, out, s):
 
 
 @njit(cache=True)
-def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du):
+def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mv):
     """Tangent of :func:`workbench.kernels.tree.frame_positions`.
 
     ``r_f = r_p + A_p s``: ``dr_f = dr_p + th_p x (r_f - r_p) + A_p ds``;
     ``u_f = A_p a``: ``du_f = th_p x u_f``; ``th_f = th_p + u_f dz_f`` (revolute).
+    ``mv``: :func:`moved_frames` (zero at the frames it leaves).
     """
     nf = ma.fr_parent.shape[0]
     t1 = _S3()
     for f in range(nf):
+        if mv[f] == 0:
+            for i in range(3):
+                th[f, i] = 0.0
+                dr[f, i] = 0.0
+                du[f, i] = 0.0
+            continue
         par = ma.fr_parent[f]
         o = ma.fr_off[f]
         a = ma.fr_axis[f]
@@ -253,11 +260,14 @@ def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ, mv):
 
 
 @njit(cache=True, inline="always")
-def joint_columns_t(ma, r, u, dr, du, db):
-    """Tangent of :func:`workbench.kernels.tree.joint_columns`: revolute ``[dr x u + r x du; du]``."""
+def joint_columns_t(ma, r, u, dr, du, db, mv):
+    """Tangent of :func:`workbench.kernels.tree.joint_columns`: revolute ``[dr x u + r x du; du]``
+    (``mv``: :func:`moved_frames`)."""
     nf = ma.fr_parent.shape[0]
     for f in range(nf):
         typ = ma.fr_type[f]
+        if mv[f] == 0:
+            typ = -1
         if typ == REVOLUTE:
             rf = r[f]
             uf = u[f]
@@ -278,10 +288,15 @@ def joint_columns_t(ma, r, u, dr, du, db):
 
 
 @njit(cache=True, inline="always")
-def frame_velocities_t(ma, zd, dzd, bcol, db, dZ):
-    """Tangent of :func:`workbench.kernels.tree.frame_velocities`."""
+def frame_velocities_t(ma, zd, dzd, bcol, db, dZ, mv):
+    """Tangent of :func:`workbench.kernels.tree.frame_velocities` (``mv``:
+    :func:`moved_frames`)."""
     nf = ma.fr_parent.shape[0]
     for f in range(nf):
+        if mv[f] == 0:
+            for i in range(6):
+                dZ[f, i] = 0.0
+            continue
         par = ma.fr_parent[f]
         c = ma.fr_coord[f]
         q = zd[c] if c >= 0 else 0.0
@@ -1696,6 +1711,7 @@ def dof_initial_t(ma, p, Gm, z, zd):
     db = np.zeros((nf, 6))
     dZ = np.zeros((nf, 6))
     zero_n = np.zeros(n)
+    every = np.ones(nf + 1, dtype=np.int64)
     dh = np.zeros(d)
     dhd = np.zeros(d)
     dhdd = np.zeros(d)
@@ -1703,9 +1719,9 @@ def dof_initial_t(ma, p, Gm, z, zd):
     SV = np.zeros((d, npar))
     for j in range(npar):
         dp = Gm[:, j].copy()
-        frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du)
-        joint_columns_t(ma, r, u, dr, du, db)
-        frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
+        frame_positions_t(ma, p, dp, z, zero_n, A, r, u, th, dr, du, every)
+        joint_columns_t(ma, r, u, dr, du, db, every)
+        frame_velocities_t(ma, zd, zero_n, bcol, db, dZ, every)
         dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZ, zero_n, zero_n, zero_n, dh, dhd,
                        dhdd)
         for k in range(d):

@@ -127,18 +127,18 @@ def tau_tangent(ma, p, form, t, z, zd, zdd, dz, dzd, dzdd, dp, ws, tw, dtau):
             kin = True
             kin_p = True
             break
+    # the frames this direction moves (all of them when it moves a field)
+    mv = np.zeros(ma.fr_parent.shape[0] + 1, dtype=np.int64)
+    T.moved_frames(ma, dz, dzd, dzdd, kin_p, mv)
     if kin:
-        T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-        T.joint_columns_t(ma, r, u, dr, du, db)
+        T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mv)
+        T.joint_columns_t(ma, r, u, dr, du, db, mv)
     else:
         th[:, :] = 0.0
         dr[:, :] = 0.0
         du[:, :] = 0.0
         db[:, :] = 0.0
-    # the frames this direction moves (all of them when it moves a field)
-    mv = np.zeros(ma.fr_parent.shape[0] + 1, dtype=np.int64)
-    T.moved_frames(ma, dz, dzd, dzdd, kin_p, mv)
-    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ)
+    T.frame_velocities_t(ma, zd, dzd, bcol, db, dZ, mv)
     T.frame_accelerations_t(ma, zd, zdd, dzd, dzdd, r, u, bcol, Z, dr, du, db, dZ, dZd, mv)
     for b in range(ma.b_frame.shape[0]):
         bm[b] = K.body_inertia(ma, p, A, r, b, bg[b], bJ[b])

@@ -52,8 +52,9 @@ def closure_hessian_term(ma, p, t, z, dz, dp, w, ws, tw, Zj, dZj, Zd0, g):
     th, dr, du = f3[0], f3[1], f3[2]
     db = f6[0]
     A, r, u, bcol = ws.A, ws.r, ws.u, ws.bcol
-    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
-    T.joint_columns_t(ma, r, u, dr, du, db)
+    every = np.ones(ma.fr_parent.shape[0] + 1, dtype=np.int64)
+    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, every)
+    T.joint_columns_t(ma, r, u, dr, du, db, every)
     ej = np.zeros(n)
     zero = np.zeros(n)
     dphi = np.zeros(m)
@@ -63,7 +64,7 @@ def closure_hessian_term(ma, p, t, z, dz, dp, w, ws, tw, Zj, dZj, Zd0, g):
         if j >= 0:
             ej[j] = 1.0
         K.frame_velocities(ma, ej, bcol, Zj)
-        T.frame_velocities_t(ma, ej, zero, bcol, db, dZj)
+        T.frame_velocities_t(ma, ej, zero, bcol, db, dZj, every)
         T.constraints_t(ma, p, dp, t, z, ej, zero, dz, zero, zero, A, r, Zj, Zd0, th, dr, dZj,
                         Zd0, 1, dphi)
         s = 0.0
@@ -248,12 +249,14 @@ def initial_tangents(ma, p, t, z, zd, Gm, SZi, SVi, SZ, SV):
     dz = np.zeros(n)
     dphi = np.zeros(m)
     rhs = np.zeros(m + d)
+    every = np.ones(nf + 1, dtype=np.int64)
     for j in range(npar):
         dp = Gm[:, j].copy()
         for lev in range(2):
-            T.frame_positions_t(ma, p, dp, z, dz if lev == 1 else zero, A, r, u, th, dr, du)
-            T.joint_columns_t(ma, r, u, dr, du, db)
-            T.frame_velocities_t(ma, zd, zero, bcol, db, dZ)
+            T.frame_positions_t(ma, p, dp, z, dz if lev == 1 else zero, A, r, u, th, dr, du,
+                                every)
+            T.joint_columns_t(ma, r, u, dr, du, db, every)
+            T.frame_velocities_t(ma, zd, zero, bcol, db, dZ, every)
             T.constraints_t(ma, p, dp, t, z, zd, zero, dz if lev == 1 else zero, zero, zero,
                             A, r, Z, Zd, th, dr, dZ, dZd, lev, dphi)
             for k in range(m):

@@ -644,10 +644,10 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             # each: the tangent kernels are compiled into this function)
             for lev in range(lev0, 3):
                 if lev <= 1:
-                    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du)
+                    T.frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mvf)
                 if lev == 1:
-                    T.joint_columns_t(ma, r, u, dr, du, db)
-                    T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ)
+                    T.joint_columns_t(ma, r, u, dr, du, db, mvf)
+                    T.frame_velocities_t(ma, zd, zero_n, bcol, db, dZ, mvf)
                 elif lev == 2:
                     T.frame_accelerations_t(ma, zd, zdd, dzd, zero_n, r, u, bcol, Z, dr, du, db,
                                             dZ, dZd, mvf)
