@@ -272,6 +272,22 @@ def qr_solve_transpose(V, beta, Rm, c, mu):
         mu[i] = y[i]
 
 
+@njit(cache=True, inline="always")
+def column_pattern(R, ptr, idx):
+    """The rows ``idx[ptr[j]:ptr[j + 1]]`` (increasing) where column ``j`` of ``R`` is
+    nonzero: a sum over them adds the same products in the same order as the dense sum,
+    without the exact zeros."""
+    n, d = R.shape
+    t = 0
+    for j in range(d):
+        ptr[j] = t
+        for k in range(n):
+            if R[k, j] != 0.0:
+                idx[t] = k
+                t += 1
+    ptr[d] = t
+
+
 @njit(cache=True)
 def projected_matrix(Rphi, M, out):
     """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call).
@@ -302,14 +318,7 @@ def projected_matrix(Rphi, M, out):
         return
     nzk = np.empty(max(cnt, 1), dtype=np.int64)
     ptr = np.empty(d + 1, dtype=np.int64)
-    cnt = 0
-    for j in range(d):
-        ptr[j] = cnt
-        for k in range(n):
-            if Rphi[k, j] != 0.0:
-                nzk[cnt] = k
-                cnt += 1
-    ptr[d] = cnt
+    column_pattern(Rphi, ptr, nzk)
     for i in range(n):
         for j in range(d):
             s = 0.0

@@ -40,7 +40,7 @@ from workbench.kernels import layout as AR
 from workbench.kernels import tangents as T
 from workbench.kernels import tree as K
 from workbench.kernels.layout import C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
-from workbench.kernels.linalg import projected_matrix, qr_solve_transpose
+from workbench.kernels.linalg import column_pattern, projected_matrix, qr_solve_transpose
 from workbench.kernels.measures import (MS_ACC, MS_COORD_ACC, MS_REACTION, measures, measures_t,
                                         point_cot, point_pos_t, vector_cot, vector_pos_t)
 from workbench.kernels.scalar import cam_profile_cs
@@ -339,22 +339,6 @@ def reaction_tangents(S, R, Md, dtau, w, static, is_v, col, d, ms_type, ms_a, Jm
             Jm[k, col + d] = -s
 
 
-@njit(cache=True, inline="always")
-def sparse_pattern(R, ptr, idx):
-    """The rows ``idx[ptr[j]:ptr[j + 1]]`` (increasing) where column ``j`` of ``R`` is
-    nonzero: a sum over them adds the same products in the same order as the dense sum,
-    without the exact zeros (a DOF moves the coordinates of its own loop or subtree)."""
-    n, d = R.shape
-    t = 0
-    for j in range(d):
-        ptr[j] = t
-        for k in range(n):
-            if R[k, j] != 0.0:
-                idx[t] = k
-                t += 1
-    ptr[d] = t
-
-
 @njit(cache=True)
 def make_step_workspace(ma, n, npar, nm, zskip):
     """Work arrays of :func:`jacobian_rows`, allocated once per sweep (``n`` joint
@@ -563,7 +547,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         if not theta_rows:
             subv[:] = 0.0
         # the nonzero rows of each column of R^Phi, for R^T dtau below
-        sparse_pattern(R, rptr, ridx)
+        column_pattern(R, rptr, ridx)
         # the acceleration directions change only the measures; none of them depends on the
         # accelerations unless it is a point or coordinate acceleration (exact zeros otherwise)
         acc_meas = False
