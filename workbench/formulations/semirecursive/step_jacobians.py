@@ -251,15 +251,39 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
 def theta_columns(V, beta, Rm, m, e, x, S):
     """The first ``m`` columns ``S`` (n x m) of ``Theta_z^+`` (the constraint rows; the
     last ``d`` are ``R^Phi``, :func:`workbench.formulations.semirecursive.matrixr.factor_r`), from
-    the QR factors of
-    :func:`workbench.kernels.linalg.qr_factor`; ``e`` (m + d) and ``x`` (n) are work vectors."""
+    the QR factors of :func:`workbench.kernels.linalg.qr_factor`: the ``m`` solves of
+    :func:`workbench.kernels.linalg.qr_solve` with the unit right-hand sides, run side by
+    side (each column takes the same operations in the same order as its own solve; the
+    loops over the columns are innermost).  ``e`` (m + d) and ``x`` (n) are not used
+    (kept for the signature)."""
     n = S.shape[0]
+    mr = V.shape[1]
+    Y = np.zeros((mr, m))
+    sv = np.empty(m)
     for i in range(m):
-        e[:] = 0.0
-        e[i] = 1.0
-        MR.qr_solve(V, beta, Rm, e, x)
-        for k in range(n):
-            S[k, i] = x[k]
+        Y[i, i] = 1.0
+    for k in range(n):
+        for c in range(m):
+            sv[c] = 0.0
+        for i in range(k, mr):
+            v = V[k, i]
+            for c in range(m):
+                sv[c] += v * Y[i, c]
+        for c in range(m):
+            sv[c] *= beta[k]
+        for i in range(k, mr):
+            v = V[k, i]
+            for c in range(m):
+                Y[i, c] -= sv[c] * v
+    for i in range(n - 1, -1, -1):
+        for c in range(m):
+            sv[c] = Y[i, c]
+        for j in range(i + 1, n):
+            rij = Rm[i, j]
+            for c in range(m):
+                sv[c] -= rij * S[j, c]
+        for c in range(m):
+            S[i, c] = sv[c] / Rm[i, i]
 
 
 @njit(cache=True, inline="always")
