@@ -333,7 +333,7 @@ def test_explicit_columns_of_theta_inverse(kind):
     st, _ = MR.factor_r(ma, ma.p, z, Rphi, ws)
     assert st == MR.OK and m > 0
     Sm = np.zeros((n, m))
-    S.theta_columns(ws.V, ws.beta, ws.Rm, m, np.zeros(m + d), np.zeros(n), Sm)
+    S.theta_columns(ws.V, ws.beta, ws.Rm, m, Sm)
     Th = ws.Th[:m + d]
     # 1e-9: products of a well-conditioned QR inverse with O(1) entries
     np.testing.assert_allclose(Th @ np.hstack([Sm, Rphi]), np.eye(m + d), atol=1e-9)

@@ -248,14 +248,13 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
 
 
 @njit(cache=True)
-def theta_columns(V, beta, Rm, m, e, x, S):
+def theta_columns(V, beta, Rm, m, S):
     """The first ``m`` columns ``S`` (n x m) of ``Theta_z^+`` (the constraint rows; the
     last ``d`` are ``R^Phi``, :func:`workbench.formulations.semirecursive.matrixr.factor_r`), from
     the QR factors of :func:`workbench.kernels.linalg.qr_factor`: the ``m`` solves of
     :func:`workbench.kernels.linalg.qr_solve` with the unit right-hand sides, run side by
     side (each column takes the same operations in the same order as its own solve; the
-    loops over the columns are innermost).  ``e`` (m + d) and ``x`` (n) are not used
-    (kept for the signature)."""
+    loops over the columns are innermost)."""
     n = S.shape[0]
     mr = V.shape[1]
     Y = np.zeros((mr, m))
@@ -539,7 +538,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         qr_solve_transpose(V, beta, Rm, tau, mu)
         # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
         # then x = S a + R b (theta_apply), a product instead of a triangular solve
-        theta_columns(V, beta, Rm, m, rhs, dz, Sm)
+        theta_columns(V, beta, Rm, m, Sm)
         # reaction measures: lambda = -mu[:m] (Theta_z^T mu = tau and R^T tau = 0 on the
         # converged state: Phi_z^T lambda = -tau, seed 000 eq 61 on the manifold)
         for k in range(nm):
