@@ -83,7 +83,7 @@ def measures_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, ms_type, 
                 if posonly:
                     point_pos_t(ma, p, dp, A, r, th, dr, i, B, 0)      # B[0, 1] = dx
                 else:
-                    T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0)
+                    T.point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, i, B, 0, True)
                 last = i
             if posonly:
                 out[k] = B[0, 1, c]

@@ -506,9 +506,11 @@ def vector_kinematics_t(ma, A, Z, Zd, th, dZ, dZd, k, e, ed, edd, de, ded, dedd)
 
 
 @njit(cache=True, inline="always")
-def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
+def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s, acc):
     """:func:`point_kinematics_t` into rows ``B[s, 0:6]`` = x, v, a, dx, dv, da (the same
-    operations in the same order, without row views: each view is reference-counted)."""
+    operations in the same order, without row views: each view is reference-counted).
+    ``acc`` False (a constant at the call site: the force elements, which read positions
+    and velocities only): rows a and da are left unset and their operations are not done."""
     b = ma.pt_body[k]
     fld = ma.pt_fld[k]
     if b < 0:
@@ -538,10 +540,11 @@ def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
     B[s, 1, 0] = Z[f, 0] + c0
     B[s, 1, 1] = Z[f, 1] + c1
     B[s, 1, 2] = Z[f, 2] + c2
-    q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
-    B[s, 2, 0] = Zd[f, 0] + q1 * x2 - q2 * x1 + w1 * c2 - w2 * c1
-    B[s, 2, 1] = Zd[f, 1] + q2 * x0 - q0 * x2 + w2 * c0 - w0 * c2
-    B[s, 2, 2] = Zd[f, 2] + q0 * x1 - q1 * x0 + w0 * c1 - w1 * c0
+    if acc:
+        q0, q1, q2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+        B[s, 2, 0] = Zd[f, 0] + q1 * x2 - q2 * x1 + w1 * c2 - w2 * c1
+        B[s, 2, 1] = Zd[f, 1] + q2 * x0 - q0 * x2 + w2 * c0 - w0 * c2
+        B[s, 2, 2] = Zd[f, 2] + q0 * x1 - q1 * x0 + w0 * c1 - w1 * c0
     # body_point_t
     m0 = dp[o] + dp[fld]
     m1 = dp[o + 1] + dp[fld + 1]
@@ -557,20 +560,25 @@ def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
     B[s, 3, 1] = dx1
     B[s, 3, 2] = dx2
     dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
-    wd0, wd1, wd2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
-    dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
     v0 = dZ[f, 0]
     v1 = dZ[f, 1]
     v2 = dZ[f, 2]
-    a0 = dZd[f, 0]
-    a1 = dZd[f, 1]
-    a2 = dZd[f, 2]
     v0 += 1.0 * (dw1 * x2 - dw2 * x1)
     v1 += 1.0 * (dw2 * x0 - dw0 * x2)
     v2 += 1.0 * (dw0 * x1 - dw1 * x0)
     v0 += 1.0 * (w1 * dx2 - w2 * dx1)
     v1 += 1.0 * (w2 * dx0 - w0 * dx2)
     v2 += 1.0 * (w0 * dx1 - w1 * dx0)
+    B[s, 4, 0] = v0
+    B[s, 4, 1] = v1
+    B[s, 4, 2] = v2
+    if not acc:
+        return
+    wd0, wd1, wd2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+    dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
+    a0 = dZd[f, 0]
+    a1 = dZd[f, 1]
+    a2 = dZd[f, 2]
     a0 += 1.0 * (dwd1 * x2 - dwd2 * x1)
     a1 += 1.0 * (dwd2 * x0 - dwd0 * x2)
     a2 += 1.0 * (dwd0 * x1 - dwd1 * x0)
@@ -592,17 +600,16 @@ def point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k, B, s):
     a0 += 1.0 * (w1 * t22 - w2 * t21)
     a1 += 1.0 * (w2 * t20 - w0 * t22)
     a2 += 1.0 * (w0 * t21 - w1 * t20)
-    B[s, 4, 0] = v0
-    B[s, 4, 1] = v1
-    B[s, 4, 2] = v2
     B[s, 5, 0] = a0
     B[s, 5, 1] = a1
     B[s, 5, 2] = a2
 
 
 @njit(cache=True, inline="always")
-def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
-    """:func:`vector_kinematics_t` into rows ``B[s, 0:6]`` = e, ed, edd, de, ded, dedd."""
+def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s, acc):
+    """:func:`vector_kinematics_t` into rows ``B[s, 0:6]`` = e, ed, edd, de, ded, dedd
+    (``acc`` False, a constant at the call site: rows edd and dedd are left unset and their
+    operations are not done)."""
     b = ma.vc_body[k]
     if b < 0:
         for i in range(3):
@@ -623,9 +630,6 @@ def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
     ed0 = w1 * e2 - w2 * e1
     ed1 = w2 * e0 - w0 * e2
     ed2 = w0 * e1 - w1 * e0
-    edd0 = q1 * e2 - q2 * e1 + w1 * ed2 - w2 * ed1
-    edd1 = q2 * e0 - q0 * e2 + w2 * ed0 - w0 * ed2
-    edd2 = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
     h0, h1, h2 = th[f, 0], th[f, 1], th[f, 2]
     dw0, dw1, dw2 = dZ[f, 3], dZ[f, 4], dZ[f, 5]
     dwd0, dwd1, dwd2 = dZd[f, 3], dZd[f, 4], dZd[f, 5]
@@ -638,36 +642,40 @@ def vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, k, B, s):
     ded0 += 1.0 * (w1 * de2 - w2 * de1)
     ded1 += 1.0 * (w2 * de0 - w0 * de2)
     ded2 += 1.0 * (w0 * de1 - w1 * de0)
-    dd0 = dwd1 * e2 - dwd2 * e1
-    dd1 = dwd2 * e0 - dwd0 * e2
-    dd2 = dwd0 * e1 - dwd1 * e0
-    dd0 += 1.0 * (q1 * de2 - q2 * de1)
-    dd1 += 1.0 * (q2 * de0 - q0 * de2)
-    dd2 += 1.0 * (q0 * de1 - q1 * de0)
-    dd0 += 1.0 * (dw1 * ed2 - dw2 * ed1)
-    dd1 += 1.0 * (dw2 * ed0 - dw0 * ed2)
-    dd2 += 1.0 * (dw0 * ed1 - dw1 * ed0)
-    dd0 += 1.0 * (w1 * ded2 - w2 * ded1)
-    dd1 += 1.0 * (w2 * ded0 - w0 * ded2)
-    dd2 += 1.0 * (w0 * ded1 - w1 * ded0)
     B[s, 0, 0] = e0
     B[s, 0, 1] = e1
     B[s, 0, 2] = e2
     B[s, 1, 0] = ed0
     B[s, 1, 1] = ed1
     B[s, 1, 2] = ed2
-    B[s, 2, 0] = edd0
-    B[s, 2, 1] = edd1
-    B[s, 2, 2] = edd2
     B[s, 3, 0] = de0
     B[s, 3, 1] = de1
     B[s, 3, 2] = de2
     B[s, 4, 0] = ded0
     B[s, 4, 1] = ded1
     B[s, 4, 2] = ded2
-    B[s, 5, 0] = dd0
-    B[s, 5, 1] = dd1
-    B[s, 5, 2] = dd2
+    if acc:
+        edd0 = q1 * e2 - q2 * e1 + w1 * ed2 - w2 * ed1
+        edd1 = q2 * e0 - q0 * e2 + w2 * ed0 - w0 * ed2
+        edd2 = q0 * e1 - q1 * e0 + w0 * ed1 - w1 * ed0
+        dd0 = dwd1 * e2 - dwd2 * e1
+        dd1 = dwd2 * e0 - dwd0 * e2
+        dd2 = dwd0 * e1 - dwd1 * e0
+        dd0 += 1.0 * (q1 * de2 - q2 * de1)
+        dd1 += 1.0 * (q2 * de0 - q0 * de2)
+        dd2 += 1.0 * (q0 * de1 - q1 * de0)
+        dd0 += 1.0 * (dw1 * ed2 - dw2 * ed1)
+        dd1 += 1.0 * (dw2 * ed0 - dw0 * ed2)
+        dd2 += 1.0 * (dw0 * ed1 - dw1 * ed0)
+        dd0 += 1.0 * (w1 * ded2 - w2 * ded1)
+        dd1 += 1.0 * (w2 * ded0 - w0 * ded2)
+        dd2 += 1.0 * (w0 * ded1 - w1 * ded0)
+        B[s, 2, 0] = edd0
+        B[s, 2, 1] = edd1
+        B[s, 2, 2] = edd2
+        B[s, 5, 0] = dd0
+        B[s, 5, 1] = dd1
+        B[s, 5, 2] = dd2
 
 
 @njit(cache=True, inline="always")
@@ -692,8 +700,8 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
         typ = c_type[k]
         if typ == C_PTCOMP:
             if not K._same_points(c_type, c_i, k):
-                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
-                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
+                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0, True)
+                point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1, True)
             j = c_i[k, 2]
             if level == 0:
                 out[k] = B[0, 3, j] - B[1, 3, j]
@@ -702,8 +710,8 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
             else:
                 out[k] = B[0, 5, j] - B[1, 5, j]
         elif typ == C_DOTVV:
-            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 0)
-            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 1], B, 1)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 0, True)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 1], B, 1, True)
             s = 0.0
             for i in range(3):
                 e1 = B[0, 0, i]
@@ -728,9 +736,9 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
                           + de1 * edd2 + e1 * dedd2)
             out[k] = s
         elif typ == C_DOTVP:
-            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 2)
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 0)
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 2], B, 1)
+            vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, c_i[k, 0], B, 2, True)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 0, True)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 2], B, 1, True)
             s = 0.0
             for i in range(3):
                 d = B[1, 0, i] - B[0, 0, i]
@@ -754,8 +762,8 @@ def constraints_t(ma, p, dp, t, z, zd, zdd, dz, dzd, dzdd, A, r, Z, Zd, th, dr, 
                           + de1 * ddd + e1 * tddd)
             out[k] = s
         elif typ == C_DIST:
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0)
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 0], B, 0, True)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, c_i[k, 1], B, 1, True)
             s = 0.0
             for i in range(3):
                 d = B[1, 0, i] - B[0, 0, i]
@@ -819,7 +827,7 @@ def dof_values_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dz, dzd, dzdd, dh, dhd
             dhd[k] = dzd[c]
             dhdd[k] = dzdd[c]
         else:
-            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dof_i[k, 0], B, 0)
+            point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dof_i[k, 0], B, 0, True)
             j = dof_i[k, 1]
             dh[k] = B[0, 3, j]
             dhd[k] = B[0, 4, j]
@@ -891,7 +899,7 @@ def speed_control_t(ma, p, dp, t, A, r, Z, Zd, th, dr, dZ, dZd, s, kin, Bp, buf,
     with ``dv = dv_P . e + v_P . de``; each wheel adds
     ``(dshare T + share dT) a + share T da`` to its moment (minus to its carrier's).
     ``Bp``, ``buf``: work buffers (2 x 6 x 3, >= 4 x 3)."""
-    point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.sc_pt[s], Bp, 0)
+    point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, ma.sc_pt[s], Bp, 0, True)
     e = buf[0]
     de = buf[1]
     _global_vector_t(ma, A, th, ma.sc_vc[s], e, de)
@@ -970,8 +978,8 @@ def applied_forces_t(ma, p, dp, t, z, zd, dz, dzd, A, r, Z, Zd, th, dr, dZ, dZd,
         k2 = ma.sp_pt[s, 1]
         if _still(ma, mv, k1) and _still(ma, mv, k2):
             continue
-        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0)
-        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0, False)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1, False)
         L = 0.0
         for i in range(3):
             _b3[16, i] = Bp[1, 0, i] - Bp[0, 0, i]
@@ -1084,8 +1092,8 @@ def rod_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, Bp, dfb, dnb):
         k2 = ma.rd_pt[s, 1]
         m = p[ma.rd_m[s]]
         dm = dp[ma.rd_m[s]]
-        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0)
-        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bp, 0, True)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k2, Bp, 1, True)
         for e in range(2):
             w1 = 1.0 / 3.0 if e == 0 else 1.0 / 6.0
             w2 = 1.0 / 6.0 if e == 0 else 1.0 / 3.0
@@ -1163,8 +1171,8 @@ def tire_forces_t(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, dfb, dnb, TJ, cached,
         f = ma.b_frame[b]
         if cached and mv[f] == 0:
             continue
-        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0)
-        vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1)
+        point_kinematics_tb(ma, p, dp, A, r, Z, Zd, th, dr, dZ, dZd, k1, Bk, 0, False)
+        vector_kinematics_tb(ma, A, Z, Zd, th, dZ, dZd, ma.ty_vc[s], Bk, 1, False)
         if cached:
             TL.wrench_state_product(TJ[s], dc, dvc, de, dZ[f, 3:6], F, P, M, dF, dP, dM)
         else:
