@@ -543,6 +543,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     Ks = _S3x3()
     Cs = _S3x3()
     SD = np.empty((3, n))
+    cols = np.empty((2, n), dtype=np.int64)
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -568,8 +569,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         for i in range(3):
             for c in range(n):
                 D[i, c] = J2[i, c] - J1[i, c]
-        _add_congruence(D, Ks, Kd, SD)
-        _add_congruence(D, Cs, Cd, SD)
+        _add_congruence(D, Ks, Kd, SD, cols[0])
+        _add_congruence(D, Cs, Cd, SD, cols[0])
     for s in range(ma.js_coord.shape[0]):
         c_ = ma.js_coord[s]
         Kd[c_, c_] += p[ma.js_k[s]]
@@ -620,7 +621,17 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
             d0 = Pt[0] - x1[0]
             d1 = Pt[1] - x1[1]
             d2 = Pt[2] - x1[2]
-            for c in range(n):
+            # J1, J2 and Jw are zero off the coordinates of the wheel's path to the root:
+            # so are Jm, dFz and dFzd, and those entries of K and C are left as they are
+            kp = 0
+            g = f
+            while g >= 0:
+                if ma.fr_coord[g] >= 0:
+                    cols[0, kp] = ma.fr_coord[g]
+                    kp += 1
+                g = ma.fr_parent[g]
+            for t_ in range(kp):
+                c = cols[0, t_]
                 # material point at P: v = vc + w x (P - c)
                 Jm[0, c] = J1[0, c] + Jw[1, c] * d2 - Jw[2, c] * d1
                 Jm[1, c] = J1[1, c] + Jw[2, c] * d0 - Jw[0, c] * d2
@@ -633,8 +644,13 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
                         szd += JF[i, TY.X_VC + j] * J1[j, c] + JF[i, TY.X_W + j] * Jw[j, c]
                     dFz[i, c] = sz
                     dFzd[i, c] = szd
-            _sub_atb(Jm, dFz, Kd)
-            _sub_atb(Jm, dFzd, Cd)
+            for ta in range(kp):
+                a = cols[0, ta]
+                for tc in range(kp):
+                    c = cols[0, tc]
+                    Kd[a, c] -= Jm[0, a] * dFz[0, c] + Jm[1, a] * dFz[1, c] + Jm[2, a] * dFz[2, c]
+                    Cd[a, c] -= (Jm[0, a] * dFzd[0, c] + Jm[1, a] * dFzd[1, c]
+                                 + Jm[2, a] * dFzd[2, c])
 
 
 # ----------------------------------------------------------------------------------------
@@ -643,24 +659,32 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
 
 
 @njit(cache=True)
-def _add_congruence(D, S, out, SD):
-    """``out += D^T (S D)`` for ``D`` (3 x n), ``S`` (3 x 3); ``SD`` (3 x n) is work space."""
-    n = D.shape[1]
-    for i in range(3):
-        for c in range(n):
-            SD[i, c] = S[i, 0] * D[0, c] + S[i, 1] * D[1, c] + S[i, 2] * D[2, c]
-    for a in range(n):
-        for c in range(n):
-            out[a, c] += D[0, a] * SD[0, c] + D[1, a] * SD[1, c] + D[2, a] * SD[2, c]
+def _nonzero_columns(D, cols):
+    """The columns of ``D`` (3 x n) with a nonzero entry into ``cols[:k]``; returns ``k``
+    (a point Jacobian is nonzero only on the coordinates of the joints on its path)."""
+    k = 0
+    for c in range(D.shape[1]):
+        if D[0, c] != 0.0 or D[1, c] != 0.0 or D[2, c] != 0.0:
+            cols[k] = c
+            k += 1
+    return k
 
 
 @njit(cache=True)
-def _sub_atb(J, F, out):
-    """``out -= J^T F`` for ``J, F`` (3 x n)."""
-    n = J.shape[1]
-    for a in range(n):
-        for c in range(n):
-            out[a, c] -= J[0, a] * F[0, c] + J[1, a] * F[1, c] + J[2, a] * F[2, c]
+def _add_congruence(D, S, out, SD, cols):
+    """``out += D^T (S D)`` for ``D`` (3 x n), ``S`` (3 x 3); ``SD`` (3 x n) and ``cols``
+    (n integers) are work space.  Only the entries ``(a, c)`` with both columns of ``D``
+    nonzero are visited: the others would add an exact zero (the same bits)."""
+    k = _nonzero_columns(D, cols)
+    for i in range(3):
+        for t in range(k):
+            c = cols[t]
+            SD[i, c] = S[i, 0] * D[0, c] + S[i, 1] * D[1, c] + S[i, 2] * D[2, c]
+    for ta in range(k):
+        a = cols[ta]
+        for tc in range(k):
+            c = cols[tc]
+            out[a, c] += D[0, a] * SD[0, c] + D[1, a] * SD[1, c] + D[2, a] * SD[2, c]
 
 
 @njit(cache=True)
