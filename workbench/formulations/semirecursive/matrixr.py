@@ -543,7 +543,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     Ks = _S3x3()
     Cs = _S3x3()
     SD = np.empty((3, n))
-    cols = np.empty((2, n), dtype=np.int64)
+    cols = np.empty(n, dtype=np.int64)
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -569,8 +569,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         for i in range(3):
             for c in range(n):
                 D[i, c] = J2[i, c] - J1[i, c]
-        _add_congruence(D, Ks, Kd, SD, cols[0])
-        _add_congruence(D, Cs, Cd, SD, cols[0])
+        _add_congruence(D, Ks, Kd, SD, cols)
+        _add_congruence(D, Cs, Cd, SD, cols)
     for s in range(ma.js_coord.shape[0]):
         c_ = ma.js_coord[s]
         Kd[c_, c_] += p[ma.js_k[s]]
@@ -591,6 +591,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
             Kd[c_, j] += kg * (J1[1, j] - fx * J1[0, j])
     nty = ma.ty_pt.shape[0]
     if nty > 0:
+        fr_coord, fr_parent = ma.fr_coord, ma.fr_parent
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
         JF = np.empty((3, TY.NX_STATE))
         JP = np.empty((3, TY.NX_STATE))
@@ -626,12 +627,12 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
             kp = 0
             g = f
             while g >= 0:
-                if ma.fr_coord[g] >= 0:
-                    cols[0, kp] = ma.fr_coord[g]
+                if fr_coord[g] >= 0:
+                    cols[kp] = fr_coord[g]
                     kp += 1
-                g = ma.fr_parent[g]
+                g = fr_parent[g]
             for t_ in range(kp):
-                c = cols[0, t_]
+                c = cols[t_]
                 # material point at P: v = vc + w x (P - c)
                 Jm[0, c] = J1[0, c] + Jw[1, c] * d2 - Jw[2, c] * d1
                 Jm[1, c] = J1[1, c] + Jw[2, c] * d0 - Jw[0, c] * d2
@@ -645,9 +646,9 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
                     dFz[i, c] = sz
                     dFzd[i, c] = szd
             for ta in range(kp):
-                a = cols[0, ta]
+                a = cols[ta]
                 for tc in range(kp):
-                    c = cols[0, tc]
+                    c = cols[tc]
                     Kd[a, c] -= Jm[0, a] * dFz[0, c] + Jm[1, a] * dFz[1, c] + Jm[2, a] * dFz[2, c]
                     Cd[a, c] -= (Jm[0, a] * dFzd[0, c] + Jm[1, a] * dFzd[1, c]
                                  + Jm[2, a] * dFzd[2, c])
