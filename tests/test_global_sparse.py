@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workbench.formulations.natural import kernels as G
-from workbench.formulations.natural.build import GLOBAL_ATTR, global_model, no_symbolic
+from workbench.formulations.natural.build import GLOBAL_ATTR, global_model, no_lu, no_symbolic
 from workbench.integrators.simulation import simulate
 from workbench.kernels.linalg import projected_matrix
 from workbench.model import catalog
@@ -161,9 +161,11 @@ def test_row_program_equals_the_interpreter(name, t_end, dt, every):
     generic operand interpreter: row values, rates and accelerations, branch updates, joint
     coordinate jets, force tangents along state directions, the Jacobian straight into the
     compact QR (the same factors as the gathered dense Theta_q), R in one block, and the
-    whole position and velocity/acceleration steps."""
+    whole position and velocity/acceleration steps.  The model's static-pivot LU is left
+    out (``no_lu``): with it the program's factorisation is the LU
+    (``tests/test_global_lu.py``)."""
     cm = _model(name)
-    ga = global_model(cm)[0]
+    ga = global_model(cm)[0]._replace(**no_lu())
     ma = cm.arrays
     p = ma.p
     m = ga.phi_sf.shape[0]

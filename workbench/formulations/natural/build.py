@@ -43,7 +43,9 @@ GlobalArrays = namedtuple("GlobalArrays", [
     "sf_kind", "sf_op", "sf_K", "sf_fK", "sf_tf",
     "phi_sf", "dof_sf", "jc_sf", "pt_op", "rperm", "cperm",
     "sq_ptr", "sq_cols", "sq_vptr", "sq_vrows", "sq_mask", "sq_rperm", "sq_cperm",
-    "sq_gptr", "sq_grow", "sq_gsrc", "sq_zptr", "sq_zrow"])
+    "sq_gptr", "sq_grow", "sq_gsrc", "sq_zptr", "sq_zrow",
+    "lu_rowp", "lu_colp", "lu_uptr", "lu_ucol", "lu_lptr", "lu_lrow", "lu_pptr", "lu_upd",
+    "lu_gdst"])
 
 
 @structref.register
@@ -411,7 +413,12 @@ def profile_ordering(ga, ma, p, q0, aref0):
         cost = _qr_profile_cost(P[rp][:, cp])
         if best is None or cost < best[0]:
             best = (cost, rp, cp)
-    return ga._replace(rperm=best[1], cperm=best[2], **symbolic_qr(P, [best[2]]))
+    sq = symbolic_qr(P, [best[2]])
+    Th0 = Th.copy()
+    G.theta_jacobian(ga, p, q0, aref0.copy(), sc, Th0)
+    lu = (symbolic_lu(P, sq["sq_rperm"], sq["sq_cperm"], Th0, sq["sq_gptr"], sq["sq_grow"])
+          if sq["sq_cperm"].shape[0] == n else no_lu())
+    return ga._replace(rperm=best[1], cperm=best[2], **{**sq, **lu})
 
 
 def no_symbolic() -> dict:
@@ -422,7 +429,112 @@ def no_symbolic() -> dict:
     one = np.zeros(1, dtype=np.int64)
     return dict(sq_ptr=one, sq_cols=e, sq_vptr=one, sq_vrows=e,
                 sq_mask=np.zeros((0, 0), dtype=np.uint8), sq_rperm=e, sq_cperm=e,
-                sq_gptr=one, sq_grow=e, sq_gsrc=e, sq_zptr=one, sq_zrow=e)
+                sq_gptr=one, sq_grow=e, sq_gsrc=e, sq_zptr=one, sq_zrow=e, **no_lu())
+
+
+def no_lu() -> dict:
+    """The static-pivot LU fields of :class:`GlobalArrays` left empty (no LU: the sparse QR
+    alone; :func:`symbolic_lu`)."""
+    e = np.zeros(0, dtype=np.int64)
+    one = np.zeros(1, dtype=np.int64)
+    return dict(lu_rowp=e, lu_colp=e, lu_uptr=one, lu_ucol=e, lu_lptr=one, lu_lrow=e,
+                lu_pptr=one, lu_upd=e, lu_gdst=e)
+
+
+def _lu_fill(B):
+    """Symbolic LU without pivoting of the square boolean pattern ``B`` (already in pivot
+    order): per column ``k`` the rows ``i > k`` of ``L`` and per row ``k`` the columns
+    ``j > k`` of ``U`` (ascending), and the multiply-add count ``sum_k |L_k| |U_k|``."""
+    B = B.copy()
+    n = B.shape[0]
+    lrows, ucols, flops = [], [], 0
+    for k in range(n):
+        li = np.nonzero(B[k + 1:, k])[0] + k + 1
+        uj = np.nonzero(B[k, k + 1:])[0] + k + 1
+        if li.size and uj.size:
+            B[np.ix_(li, uj)] = True
+        lrows.append(li)
+        ucols.append(uj)
+        flops += li.size * uj.size
+    return lrows, ucols, flops
+
+
+def symbolic_lu(P, rp, cp, Th0, gptr, grow):
+    """Static-pivot sparse LU of a square ``Theta_q`` (issue 29 item 3), analysed once per
+    model beside the QR's analysis (:func:`symbolic_qr`, whose row and column orders ``rp``,
+    ``cp`` and gather lists ``gptr``, ``grow`` it reads): SuperLU's partial pivoting on
+    ``Theta_q`` at the initial coordinates (``Th0``, the structural zeros of the pattern
+    ``P`` filled with small values so that the analysis sees the whole pattern) chooses the
+    row and column orders (the cheapest by multiply-adds of ``MMD_ATA``, ``COLAMD`` and
+    ``MMD_AT_PLUS_A``); the fill of the pattern in that fixed order gives ``L`` (by columns,
+    ``lu_lrow[lu_lptr[k]:lu_lptr[k + 1]]``) and ``U`` (by rows, diagonal first,
+    ``lu_ucol[lu_uptr[k]:lu_uptr[k + 1]]``).  Values: ``F = [U entries | L entries]``;
+    ``lu_upd[lu_pptr[k] + a (|U_k| - 1) + b]`` is the position in ``F`` of the entry
+    ``(L row a of column k, U column b + 1 of row k)`` that pivot ``k`` updates;
+    ``lu_gdst[c]`` the position in ``F`` of the ``c``-th gathered entry of the QR's working
+    columns (:data:`workbench.formulations.natural.kernels.NaturalWorkspace`); row ``i`` of
+    the pivot order is row ``lu_rowp[i]`` of ``Theta_q``, column ``j`` its column
+    ``lu_colp[j]``.  The numeric phase
+    (:func:`workbench.formulations.natural.kernels.prog_factor`) checks every pivot against
+    its column and falls back to the QR when one fails, so the orders only decide the
+    speed.  Empty fields (:func:`no_lu`) for a non-square matrix or a failed analysis."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+    mr, n = P.shape
+    if mr != n or n == 0 or cp.shape[0] != n:
+        return no_lu()
+    Pp = P[rp][:, cp]
+    A0 = np.asarray(Th0, dtype=float)[rp][:, cp]
+    big = max(float(np.max(np.abs(A0))), 1.0)
+    A0 = np.where(Pp & (A0 == 0.0), 1e-6 * big, A0)
+    best = None
+    for spec in ("MMD_ATA", "COLAMD", "MMD_AT_PLUS_A"):
+        try:
+            lu = spl.splu(sp.csc_matrix(A0), permc_spec=spec, diag_pivot_thresh=1.0)
+        except RuntimeError:                 # singular at q0: keep the others
+            continue
+        lr = np.argsort(lu.perm_r).astype(np.int64)
+        lc = np.argsort(lu.perm_c).astype(np.int64)
+        lrows, ucols, flops = _lu_fill(Pp[lr][:, lc])
+        if best is None or flops < best[0]:
+            best = (flops, lr, lc, lrows, ucols)
+    if best is None:
+        return no_lu()
+    _, lr, lc, lrows, ucols = best
+    uptr, ucol = [0], []
+    for k in range(n):
+        ucol.append(k)
+        ucol.extend(ucols[k].tolist())
+        uptr.append(len(ucol))
+    nU = len(ucol)
+    lptr, lrow = [0], []
+    for k in range(n):
+        lrow.extend(lrows[k].tolist())
+        lptr.append(len(lrow))
+    pos = {}
+    for k in range(n):
+        for c in range(uptr[k], uptr[k + 1]):
+            pos[(k, ucol[c])] = c
+        for c in range(lptr[k], lptr[k + 1]):
+            pos[(lrow[c], k)] = nU + c
+    pptr, upd = [0], []
+    for k in range(n):
+        for i in lrows[k]:
+            for j in ucols[k]:
+                upd.append(pos[(int(i), int(j))])
+        pptr.append(len(upd))
+    il = np.argsort(lr)                      # row position (QR order) -> LU pivot order
+    jl = np.argsort(lc)
+    gdst = []
+    for j in range(n):
+        for c in range(gptr[j], gptr[j + 1]):
+            gdst.append(pos[(int(il[grow[c]]), int(jl[j]))])
+    return dict(lu_rowp=np.asarray(rp[lr], dtype=np.int64),
+                lu_colp=np.asarray(cp[lc], dtype=np.int64),
+                lu_uptr=np.array(uptr, dtype=np.int64), lu_ucol=np.array(ucol, dtype=np.int64),
+                lu_lptr=np.array(lptr, dtype=np.int64), lu_lrow=np.array(lrow, dtype=np.int64),
+                lu_pptr=np.array(pptr, dtype=np.int64), lu_upd=np.array(upd, dtype=np.int64),
+                lu_gdst=np.array(gdst, dtype=np.int64))
 
 
 def _row_merge(P, cp):
