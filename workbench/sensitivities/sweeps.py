@@ -28,7 +28,7 @@ from workbench.errors import ModelError, OptionError
 from workbench.formulations.natural import partition as PT
 from workbench.formulations.natural import step_jacobians as GS
 from workbench.formulations.natural.build import global_model
-from workbench.formulations.natural.step_jacobians import step_jacobians_g
+from workbench.formulations.natural.step_jacobians import step_jacobians_w, sweep_workspace_g
 from workbench.formulations.penalty import step_jacobians as PJ
 from workbench.formulations.semirecursive.step_jacobians import (blocks_of, make_block,
                                                                  measure_history, measures_stored,
@@ -373,7 +373,7 @@ def _one_row_block(d, npar, nm):
 def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, ms_c, SZ0, SV0,
                  MV, DM, SA_out):
     """Discrete direct method (tangent linear model of the trapezoidal steps): the step
-    Jacobians of the global formulation (:func:`step_jacobians_g`) through the recursion of
+    Jacobians of the global formulation (:func:`step_jacobians_w`, its work arrays made once) through the recursion of
     the semi-recursive sweeps (:func:`workbench.sensitivities.sweeps.direct_block`, one row at a
     time).
 
@@ -385,13 +385,14 @@ def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, m
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
     blk = _one_row_block(d, npar, nm)
+    SW = sweep_workspace_g(ga, ma, p, d, npar, nm)
     SS = np.zeros((3, d, npar))
     SS[0] = SZ0
     SS[1] = SV0
     for nstep in range(N):
-        st = step_jacobians_g(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
+        st = step_jacobians_w(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
                               ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, blk[0][0],
-                              blk[1][0], blk[2][0], blk[3][0])
+                              blk[1][0], blk[2][0], blk[3][0], SW)
         if st != OK:
             return st, nstep
         st, k = direct_block(h, nstep, nstep + 1, blk, SS, MV, DM, SA_out)
@@ -416,12 +417,13 @@ def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_typ
     nm = ms_type.shape[0]
     no = GM.shape[2]
     blk = _one_row_block(d, npar, nm)
+    SW = sweep_workspace_g(ga, ma, p, d, npar, nm)
     carry = np.zeros((7, d, no))
     GRAD[:, :] = 0.0
     for nstep in range(N - 1, -1, -1):
-        st = step_jacobians_g(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
+        st = step_jacobians_w(ga, ma, p, TT[nstep], ZI[nstep], ZDI[nstep], AA[nstep],
                               ZZ[nstep], AREF[nstep], Gm, ms_type, ms_a, ms_c, blk[0][0],
-                              blk[1][0], blk[2][0], blk[3][0])
+                              blk[1][0], blk[2][0], blk[3][0], SW)
         if st != OK:
             return st, nstep
         st, k = adjoint_block(h, variant, nstep, nstep + 1, blk, SZ0, SV0, GM, C0, W, GRAD,

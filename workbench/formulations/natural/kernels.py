@@ -451,6 +451,89 @@ def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
 
 
 @njit(cache=True)
+def _op_grad_tw(ga, tw, o, y, scale, row):
+    """:func:`op_grad` with the term weights ``tw`` of :func:`row_program` (the local
+    vectors ``c + p[f1] + p[f2]`` summed once per run, in the same order): the same
+    arithmetic."""
+    D = ga.D
+    nqb = ga.nqb
+    for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+        b = ga.tm_body[t]
+        if b < 0:
+            continue
+        sg = scale * ga.tm_sign[t]
+        s0 = b * nqb
+        for k in range(D):
+            wk = tw[t, 1 + k]
+            if wk != 0.0:
+                for i in range(D):
+                    row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+        og = tw[t, 0]
+        if og != 0.0:
+            for i in range(D):
+                row[s0 + i] += sg * og * y[i]
+
+
+@njit(cache=True)
+def _bil_grad_add_c(ga, tw, dp, has_p, oa, ob, A, B, dA, dB, c1, c2, row):
+    """:func:`_bil_grad_add` with the operands ``A, B`` and their tangents ``dA, dB`` given
+    (the ``V[0:4]`` of :func:`_bil_parts`) and the term weights ``tw``; the field parts of
+    the gradient only along a parameter direction (``has_p``: along a state direction
+    ``dp = 0`` and they add exact zeros)."""
+    if c1 != 0.0:
+        _op_grad_tw(ga, tw, oa, B, c1, row)
+        _op_grad_tw(ga, tw, ob, A, c1, row)
+    if c2 != 0.0:
+        _op_grad_tw(ga, tw, oa, dB, c2, row)
+        if has_p:
+            op_grad_w(ga, dp, oa, B, c2, row, True)
+        _op_grad_tw(ga, tw, ob, dA, c2, row)
+        if has_p:
+            op_grad_w(ga, dp, ob, A, c2, row, True)
+
+
+@njit(cache=True)
+def theta_grad_t_cached(ga, tw, dp, has_p, OB, OD, mu, out):
+    """:func:`theta_grad_t` from the cached operand values ``OB[:, 0]``
+    (:func:`operand_base`) and their level-0 tangents ``OD[:, 0]`` along the same
+    ``(dq, dp)`` (:func:`operand_dir` with ``affine_dp``), with the term weights ``tw`` of
+    :func:`row_program`: the arithmetic of :func:`sf_grad_t` row by row in the same order,
+    without applying the operands again for every row (the same values: ``OD[o, 0]`` is
+    the ``V[2]`` of :func:`_bil_parts`)."""
+    out[:] = 0.0
+    D = ga.D
+    m = ga.phi_sf.shape[0]
+    for k in range(m + ga.dof_sf.shape[0]):
+        w = mu[k]
+        if w == 0.0:
+            continue
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        o = ga.sf_op[s]
+        kind = ga.sf_kind[s]
+        A, B, dA, dB = OB[o[0], 0], OB[o[1], 0], OD[o[0], 0], OD[o[1], 0]
+        if kind == SF_BIL:
+            _bil_grad_add_c(ga, tw, dp, has_p, o[0], o[1], A, B, dA, dB, 0.0, w, out)
+        elif kind == SF_ASIN:
+            u = _dot(A, B, D)
+            du = _dot(dA, B, D) + _dot(A, dB, D)
+            g = 1.0 / np.sqrt(1.0 - u * u)
+            _bil_grad_add_c(ga, tw, dp, has_p, o[0], o[1], A, B, dA, dB,
+                            w * g * g * g * u * du, w * g, out)
+        else:
+            x = _dot(A, B, D)
+            dx = _dot(dA, B, D) + _dot(A, dB, D)
+            C, E, dC, dE = OB[o[2], 0], OB[o[3], 0], OD[o[2], 0], OD[o[3], 0]
+            y = _dot(C, E, D)
+            dy = _dot(dC, E, D) + _dot(C, dE, D)
+            r2 = x * x + y * y
+            dr2 = 2.0 * (x * dx + y * dy)
+            _bil_grad_add_c(ga, tw, dp, has_p, o[2], o[3], C, E, dC, dE,
+                            w * (dx / r2 - x * dr2 / (r2 * r2)), w * x / r2, out)
+            _bil_grad_add_c(ga, tw, dp, has_p, o[0], o[1], A, B, dA, dB,
+                            -w * (dy / r2 - y * dr2 / (r2 * r2)), -w * y / r2, out)
+
+
+@njit(cache=True)
 def scratch(ga):
     return np.zeros((4, 6, 6))
 

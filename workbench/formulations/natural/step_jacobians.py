@@ -89,67 +89,114 @@ def _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q):
 
 
 @njit(cache=True)
+def sweep_workspace_g(ga, ma, p, d, npar, nm):
+    """Work arrays of :func:`step_jacobians_w`, made once per sweep (``p`` is fixed over a
+    sweep: the constant mass matrix, the row program and the workspace of the
+    factorisation serve every row)."""
+    N = ga.nq
+    md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
+    ws = G.make_ws(ga)
+    pr = G.row_program(ga, p, ws)
+    M = np.zeros((N, N))
+    G.mass_matrix(ga, ma, p, p, False, M)
+    nop = ga.op_ptr.shape[0] - 1
+    return (ws, pr, M, np.zeros((11, N)), np.zeros((N, d)), np.zeros((d, N)),
+            np.zeros((nop, 3, 3)), np.zeros((nop, 3, 3)), np.zeros((3, md)),
+            np.zeros((md, 6)), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)),
+            np.zeros((2, p.shape[0])), np.zeros(nm), np.zeros(3), np.zeros((nop, 3)))
+
+
+@njit(cache=True)
+def _state_operands(ga, tw, x, Xo, OD, lv):
+    """``OD[:, lv]`` = every operand applied to the state direction ``x``
+    (:func:`G.operand_dir` without a field part, by :func:`G.prog_operands` with the term
+    weights ``tw``: the same arithmetic) through the buffer ``Xo``."""
+    G.prog_operands(ga, tw, x, False, Xo)
+    for o in range(Xo.shape[0]):
+        for i in range(3):
+            OD[o, lv, i] = Xo[o, i]
+
+
+@njit(cache=True)
 def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
                      Jr, Mbar, Jm, mval):
     """Exact partial derivatives of the step residual and of the measures at one state of
     the global formulation; same outputs and layout as
-    :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians`.
-    Returns a status code."""
+    :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians`
+    (:func:`step_jacobians_w` with its own work arrays).  Returns a status code."""
+    W = sweep_workspace_g(ga, ma, p, zi.shape[0], Gm.shape[1], ms_type.shape[0])
+    return step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c, Jr,
+                            Mbar, Jm, mval, W)
+
+
+@njit(cache=True)
+def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
+                     Jr, Mbar, Jm, mval, W):
+    """:func:`step_jacobians_g` with the work arrays ``W`` of :func:`sweep_workspace_g`.
+
+    The state (velocities, accelerations, ``R``, ``tau``) comes from the row program and
+    the simulation's factorisation (:func:`G.prog_values`, :func:`G.solve_va_step_p`: the
+    static-pivot LU) when the model has one, else from the interpreter and the QR
+    (:func:`G.solve_va`).  Per column: the operand tangents from the cached operand values;
+    the tangent of ``Theta_q^T mu`` from them (:func:`G.theta_grad_t_cached`; nothing along
+    a velocity or acceleration direction, where ``dq = 0``); the force tangent of a state
+    direction from the kept operand values and the tires' Jacobians
+    (:func:`G.force_tangent_q`), of a parameter direction by :func:`G.force_tangent`."""
     N = q.shape[0]
     d = zi.shape[0]
     m = ga.phi_sf.shape[0]
     npar = Gm.shape[1]
     nfield = p.shape[0]
     nm = ms_type.shape[0]
-    ws = G.make_ws(ga)
-    J, sc = ws.jets, ws.sc
-    qd = np.zeros(N)
-    qdd = np.zeros(N)
-    R = np.zeros((N, d))
-    tau = np.zeros(N)
-    Q = np.zeros(N)
-    M = np.zeros((N, N))
-    G.mass_matrix(ga, ma, p, p, False, M)
-    st = _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q)
-    if st != MR.OK:
-        return st
+    ws, pr, M, vec, R, RjT, OB, OD, md3, J, TJ, pv, dmv, tmp3, Xo = W
+    sc = ws.sc
+    qd, qdd, tau, Q, zero, dq, dqd, dqdd, dQ, dTm, dtm = (vec[0], vec[1], vec[2], vec[3],
+                                                          vec[4], vec[5], vec[6], vec[7],
+                                                          vec[8], vec[9], vec[10])
+    mu, rhs, tg = md3[0], md3[1], md3[2]
+    zp, dp = pv[0], pv[1]
+    zero[:] = 0.0
+    zp[:] = 0.0
+    prog = pr.ok[0] == 1
+    if prog:
+        # the operand values at q (pr.OV), the factorisation, qd, qdd = qdd_b + R a by one
+        # solve, R; pr.OR keeps the operand rates along qd (for force_tangent_q)
+        G.prog_values(ga, ma, pr, p, t, q, aref, J)
+        st, bad = G.solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, R, ws, True, rhs, J)
+        if st != MR.OK:
+            return st
+        G.generalized_forces(ga, ma, p, t, q, qd, aref, sc, Q)
+        G.mass_apply(ga, M, qdd, tau)
+        tau -= Q
+        G.tire_state_jacobians(ga, ma, p, q, qd, TJ)
+    else:
+        st = _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q)
+        if st != MR.OK:
+            return st
     G.projected_mass(ga, M, R, Mbar)
-    zero = np.zeros(N)
-    zp = np.zeros(nfield)
-    dmv = np.zeros(nm)
     measures_g(ga, ma, p, t, q, qd, qdd, zero, zero, zero, zp, False, aref, sc, ms_type, ms_a,
                ms_c, mval, dmv)
-    mu = np.zeros(m + d)
     G.sqr_solve_transpose(ga, ws, tau, mu)
-    RjT = np.ascontiguousarray(R.T)
-    dp = np.zeros(nfield)
-    dq = np.zeros(N)
-    dqd = np.zeros(N)
-    dqdd = np.zeros(N)
-    rhs = np.zeros(m + d)
-    dQ = np.zeros(N)
-    dTm = np.zeros(N)
-    dtm = np.zeros(N)
-    Vs = np.zeros((12, 3))
+    for j in range(d):
+        for k in range(N):
+            RjT[j, k] = R[k, j]
     ncol = 2 * d + npar
-    nop = ga.op_ptr.shape[0] - 1
-    OB = np.zeros((nop, 3, 3))
-    OD = np.zeros((nop, 3, 3))
-    tmp3 = np.zeros(3)
-    tg = np.zeros(m + d)
     G.operand_base(ga, p, q, qd, qdd, OB)
     for col in range(ncol + d):
         has_p = 2 * d <= col < ncol
         if has_p:
             for i in range(nfield):
                 dp[i] = Gm[i, col - 2 * d]
+            # operand tangents (cached base values OB; theta_tangents = the tangent entries
+            # of theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
+            G.operand_dir(ga, p, zero, q, dp, has_p, True, OD, 0, tmp3)
+            G.operand_dir(ga, p, zero, qd, dp, has_p, False, OD, 1, tmp3)
+            G.operand_dir(ga, p, zero, qdd, dp, has_p, False, OD, 2, tmp3)
         else:
             dp[:] = 0.0
-        # operand tangents (cached base values OB; theta_tangents = the tangent entries of
-        # theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
-        G.operand_dir(ga, p, zero, q, dp, has_p, True, OD, 0, tmp3)
-        G.operand_dir(ga, p, zero, qd, dp, has_p, False, OD, 1, tmp3)
-        G.operand_dir(ga, p, zero, qdd, dp, has_p, False, OD, 2, tmp3)
+            # a state direction: no field part (the velocity level reads the level-1
+            # tangents before op(dqd) is formed), op(dq) and op(dqd) below, zero at level 2
+            OD[:, 1:, :] = 0.0
         # position level: Theta_q dq = [-Phi_rho; dZ - h_rho]  (eqs 32a, 37a)
         dq[:] = 0.0
         if col < d:
@@ -162,7 +209,13 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
                 rhs[k] = -tg[k]
             G.sqr_solve(ga, ws, rhs, dq)
         # velocity level (eqs 32b, 37b)
-        G.operand_dir(ga, p, dq, q, dp, has_p, True, OD, 0, tmp3)
+        moves = col < d or has_p           # dq != 0 or a field direction
+        if has_p:
+            G.operand_dir(ga, p, dq, q, dp, has_p, True, OD, 0, tmp3)
+        elif moves:
+            _state_operands(ga, pr.tw, dq, Xo, OD, 0)
+        else:
+            OD[:, 0, :] = 0.0
         G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
         if has_p:
             G.drive_tangents(ga, ma, p, dp, t, 1, tg)
@@ -172,7 +225,10 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             rhs[m + col - d] += 1.0
         G.sqr_solve(ga, ws, rhs, dqd)
         # acceleration level (eqs 32c, 37c)
-        G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
+        if has_p:
+            G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
+        else:
+            _state_operands(ga, pr.tw, dqd, Xo, OD, 1)
         G.theta_tangents(ga, p, dp, has_p, OB, OD, 2, tg)
         if has_p:
             G.drive_tangents(ga, ma, p, dp, t, 2, tg)
@@ -192,10 +248,17 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         G.mass_apply(ga, M, dqdd, dtm)
         if has_p:
             G.mass_dir_apply(ga, ma, p, dp, qdd, dtm)
-        G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
-        G.theta_grad_t(ga, p, q, dq, dp, mu, Vs, dTm)
-        for k in range(N):
-            dtm[k] -= dQ[k] + dTm[k]
+        if has_p or not prog:
+            G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
+        else:
+            G.force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, TJ)
+        if moves:
+            G.theta_grad_t_cached(ga, pr.tw, dp, has_p, OB, OD, mu, dTm)
+            for k in range(N):
+                dtm[k] -= dQ[k] + dTm[k]
+        else:
+            for k in range(N):
+                dtm[k] -= dQ[k]
         for j in range(d):
             Rj = RjT[j]
             s = 0.0
