@@ -385,7 +385,7 @@ def direct_sweep_g(ga, ma, p, AREF, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a, m
     npar = Gm.shape[1]
     nm = ms_type.shape[0]
     blk = _one_row_block(d, npar, nm)
-    SW = sweep_workspace_g(ga, ma, p, d, npar, nm)
+    SW = sweep_workspace_g(ga, ma, p, Gm, d, nm)
     SS = np.zeros((3, d, npar))
     SS[0] = SZ0
     SS[1] = SV0
@@ -417,7 +417,7 @@ def adjoint_sweep_g(ga, ma, p, AREF, h, variant, TT, ZZ, ZI, ZDI, AA, Gm, ms_typ
     nm = ms_type.shape[0]
     no = GM.shape[2]
     blk = _one_row_block(d, npar, nm)
-    SW = sweep_workspace_g(ga, ma, p, d, npar, nm)
+    SW = sweep_workspace_g(ga, ma, p, Gm, d, nm)
     carry = np.zeros((7, d, no))
     GRAD[:, :] = 0.0
     for nstep in range(N - 1, -1, -1):

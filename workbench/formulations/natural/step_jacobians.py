@@ -89,10 +89,52 @@ def _state(ga, ma, p, t, zdi, a, q, aref, ws, qd, qdd, R, tau, M, Q):
 
 
 @njit(cache=True)
-def sweep_workspace_g(ga, ma, p, d, npar, nm):
+def constraint_columns_g(ga, ma, Gm):
+    """``out[j] = 1`` when parameter column ``j`` of ``Gm`` (a direction in the field
+    vector) moves a row of ``Theta``: it has a non-zero entry among the fields that the
+    constraint and DOF rows read (their operands' local vectors, a distance constant,
+    the coefficients of a drive's time function, counted over ``max(tf_n, 8)`` entries
+    from the first).  The other columns (masses, inertias, springs, dampers, tires,
+    forces, points that only force elements and measures use) leave the position,
+    velocity and acceleration problems at rest: their tangents are exact zeros."""
+    nf = Gm.shape[0]
+    used = np.zeros(nf, dtype=np.int64)
+    m = ga.phi_sf.shape[0]
+    for k in range(m + ga.dof_sf.shape[0]):
+        s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+        for c in range(4):
+            o = ga.sf_op[s, c]
+            if o < 0 or o >= ga.op_ptr.shape[0] - 1:
+                continue
+            for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+                for f in (ga.tm_f1[t], ga.tm_f2[t]):
+                    if f >= 0:
+                        for i in range(3):
+                            if f + i < nf:
+                                used[f + i] = 1
+        if ga.sf_fK[s] >= 0:
+            used[ga.sf_fK[s]] = 1
+        tf = ga.sf_tf[s]
+        if tf >= 0:
+            o = ma.tf_fld[tf]
+            for i in range(max(ma.tf_n[tf], 8)):
+                if o + i < nf:
+                    used[o + i] = 1
+    out = np.zeros(Gm.shape[1], dtype=np.int64)
+    for j in range(Gm.shape[1]):
+        for i in range(nf):
+            if Gm[i, j] != 0.0 and used[i] == 1:
+                out[j] = 1
+                break
+    return out
+
+
+@njit(cache=True)
+def sweep_workspace_g(ga, ma, p, Gm, d, nm):
     """Work arrays of :func:`step_jacobians_w`, made once per sweep (``p`` is fixed over a
     sweep: the constant mass matrix, the row program and the workspace of the
-    factorisation serve every row)."""
+    factorisation serve every row), and the parameter columns that move a constraint
+    (:func:`constraint_columns_g`)."""
     N = ga.nq
     md = ga.phi_sf.shape[0] + ga.dof_sf.shape[0]
     ws = G.make_ws(ga)
@@ -103,7 +145,8 @@ def sweep_workspace_g(ga, ma, p, d, npar, nm):
     return (ws, pr, M, np.zeros((11, N)), np.zeros((N, d)), np.zeros((d, N)),
             np.zeros((nop, 3, 3)), np.zeros((nop, 3, 3)), np.zeros((3, md)),
             np.zeros((md, 6)), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)),
-            np.zeros((2, p.shape[0])), np.zeros(nm), np.zeros(3), np.zeros((nop, 3)))
+            np.zeros((2, p.shape[0])), np.zeros(nm), np.zeros(3), np.zeros((nop, 3)),
+            constraint_columns_g(ga, ma, Gm))
 
 
 @njit(cache=True)
@@ -124,7 +167,7 @@ def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     the global formulation; same outputs and layout as
     :func:`workbench.formulations.semirecursive.step_jacobians.step_jacobians`
     (:func:`step_jacobians_w` with its own work arrays).  Returns a status code."""
-    W = sweep_workspace_g(ga, ma, p, zi.shape[0], Gm.shape[1], ms_type.shape[0])
+    W = sweep_workspace_g(ga, ma, p, Gm, zi.shape[0], ms_type.shape[0])
     return step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c, Jr,
                             Mbar, Jm, mval, W)
 
@@ -148,7 +191,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     npar = Gm.shape[1]
     nfield = p.shape[0]
     nm = ms_type.shape[0]
-    ws, pr, M, vec, R, RjT, OB, OD, md3, J, TJ, pv, dmv, tmp3, Xo = W
+    ws, pr, M, vec, R, RjT, OB, OD, md3, J, TJ, pv, dmv, tmp3, Xo, kinp = W
     sc = ws.sc
     qd, qdd, tau, Q, zero, dq, dqd, dqdd, dQ, dTm, dtm = (vec[0], vec[1], vec[2], vec[3],
                                                           vec[4], vec[5], vec[6], vec[7],
@@ -187,6 +230,29 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if has_p:
             for i in range(nfield):
                 dp[i] = Gm[i, col - 2 * d]
+            if kinp[col - 2 * d] == 0:
+                # no constraint moves: dq = dqd = dqdd = 0 and d(Theta_q^T mu) = 0 exactly
+                # (the arithmetic below would add exact zeros); the measures, the mass
+                # matrix and the forces keep their field parts
+                dq[:] = 0.0
+                dqd[:] = 0.0
+                dqdd[:] = 0.0
+                measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type,
+                           ms_a, ms_c, mval, dmv)
+                for k in range(nm):
+                    Jm[k, col + d] = dmv[k]
+                dtm[:] = 0.0
+                G.mass_dir_apply(ga, ma, p, dp, qdd, dtm)
+                G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
+                for k in range(N):
+                    dtm[k] -= dQ[k]
+                for j in range(d):
+                    Rj = RjT[j]
+                    s = 0.0
+                    for k in range(N):
+                        s += Rj[k] * dtm[k]
+                    Jr[j, col] = s
+                continue
             # operand tangents (cached base values OB; theta_tangents = the tangent entries
             # of theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
             G.operand_dir(ga, p, zero, q, dp, has_p, True, OD, 0, tmp3)
