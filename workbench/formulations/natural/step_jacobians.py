@@ -260,6 +260,19 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             G.operand_dir(ga, p, zero, qdd, dp, has_p, False, OD, 2, tmp3)
         else:
             dp[:] = 0.0
+            if col >= ncol:
+                # an acceleration direction (measures only): dq = dqd = 0, so every tangent
+                # of Theta vanishes and dqdd solves [0; e_j]: the column R_j (the same
+                # solve, the same values)
+                dq[:] = 0.0
+                dqd[:] = 0.0
+                for k in range(N):
+                    dqdd[k] = R[k, col - ncol]
+                measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type,
+                           ms_a, ms_c, mval, dmv)
+                for k in range(nm):
+                    Jm[k, col - npar] = dmv[k]
+                continue
             # a state direction: no field part (the velocity level reads the level-1
             # tangents before op(dqd) is formed), op(dq) and op(dqd) below, zero at level 2
             OD[:, 1:, :] = 0.0
@@ -282,14 +295,18 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             _state_operands(ga, pr.tw, dq, Xo, OD, 0)
         else:
             OD[:, 0, :] = 0.0
-        G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
-        if has_p:
-            G.drive_tangents(ga, ma, p, dp, t, 1, tg)
-        for k in range(m + d):
-            rhs[k] = -tg[k]
-        if d <= col < 2 * d:
-            rhs[m + col - d] += 1.0
-        G.sqr_solve(ga, ws, rhs, dqd)
+        if moves:
+            G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
+            if has_p:
+                G.drive_tangents(ga, ma, p, dp, t, 1, tg)
+            for k in range(m + d):
+                rhs[k] = -tg[k]
+            G.sqr_solve(ga, ws, rhs, dqd)
+        else:
+            # a velocity direction: dq = 0, the tangents of Theta at level 1 vanish and dqd
+            # solves [0; e_j]: the column R_j
+            for k in range(N):
+                dqd[k] = R[k, col - d]
         # acceleration level (eqs 32c, 37c)
         if has_p:
             G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
@@ -300,16 +317,13 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             G.drive_tangents(ga, ma, p, dp, t, 2, tg)
         for k in range(m + d):
             rhs[k] = -tg[k]
-        if col >= ncol:
-            rhs[m + col - ncol] += 1.0
         G.sqr_solve(ga, ws, rhs, dqdd)
         measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type, ms_a,
                    ms_c, mval, dmv)
-        jc = col if col < 2 * d else (col + d if has_p else col - npar)
+        # measure columns: [dZ, dV | dA | drho] (an acceleration direction above)
+        jc = col if col < 2 * d else col + d
         for k in range(nm):
             Jm[k, jc] = dmv[k]
-        if col >= ncol:
-            continue
         # residual: dr_j = R_j . d(M qdd) - d(Q . R_j) - (dTheta_q R_j) . mu  (eqs 53-57)
         G.mass_apply(ga, M, dqdd, dtm)
         if has_p:
