@@ -145,7 +145,7 @@ def sweep_workspace_g(ga, ma, p, Gm, d, nm):
     return (ws, pr, M, np.zeros((11, N)), np.zeros((N, d)), np.zeros((d, N)),
             np.zeros((nop, 3, 3)), np.zeros((nop, 3, 3)), np.zeros((3, md)),
             np.zeros((md, 6)), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)),
-            np.zeros((2, p.shape[0])), np.zeros(nm), np.zeros(3), np.zeros((nop, 3)),
+            np.zeros((2, p.shape[0])), np.zeros(nm), np.zeros(3), np.zeros((2, nop, 3)),
             constraint_columns_g(ga, ma, Gm))
 
 
@@ -181,7 +181,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     the simulation's factorisation (:func:`G.prog_values`, :func:`G.solve_va_step_p`: the
     static-pivot LU) when the model has one, else from the interpreter and the QR
     (:func:`G.solve_va`).  Per column: the operand tangents from the cached operand values;
-    the tangent of ``Theta_q^T mu`` from them (:func:`G.theta_grad_t_cached`; nothing along
+    the tangent of ``Theta_q^T mu`` from them (:func:`G.theta_grad_t_grouped`; nothing along
     a velocity or acceleration direction, where ``dq = 0``); the force tangent of a state
     direction from the kept operand values and the tires' Jacobians
     (:func:`G.force_tangent_q`), of a parameter direction by :func:`G.force_tangent`."""
@@ -191,7 +191,8 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     npar = Gm.shape[1]
     nfield = p.shape[0]
     nm = ms_type.shape[0]
-    ws, pr, M, vec, R, RjT, OB, OD, md3, J, TJ, pv, dmv, tmp3, Xo, kinp = W
+    ws, pr, M, vec, R, RjT, OB, OD, md3, J, TJ, pv, dmv, tmp3, X2, kinp = W
+    Xo, Gacc = X2[0], X2[1]
     sc = ws.sc
     qd, qdd, tau, Q, zero, dq, dqd, dqdd, dQ, dTm, dtm = (vec[0], vec[1], vec[2], vec[3],
                                                           vec[4], vec[5], vec[6], vec[7],
@@ -333,7 +334,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         else:
             G.force_tangent_q(ga, ma, pr, p, t, q, qd, dq, dqd, zp, aref, sc, dQ, TJ)
         if moves:
-            G.theta_grad_t_cached(ga, pr.tw, dp, has_p, OB, OD, mu, dTm)
+            G.theta_grad_t_grouped(ga, pr.tw, dp, has_p, OB, OD, mu, Gacc, dTm)
             for k in range(N):
                 dtm[k] -= dQ[k] + dTm[k]
         else:
