@@ -451,43 +451,41 @@ def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
 
 
 @njit(cache=True)
-def _op_grad_tw(ga, tw, o, y, scale, row):
-    """:func:`op_grad` with the term weights ``tw`` of :func:`row_program` (the local
-    vectors ``c + p[f1] + p[f2]`` summed once per run, in the same order): the same
-    arithmetic."""
+def _op_grad_acc(ga, tw, o, Gacc, row):
+    """``row += d(op_o(q) . g_o)/dq`` with ``g_o = Gacc[o]`` (:func:`op_grad` with the term
+    weights ``tw`` of :func:`row_program`, by scalar indexing)."""
     D = ga.D
     nqb = ga.nqb
     for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
         b = ga.tm_body[t]
         if b < 0:
             continue
-        sg = scale * ga.tm_sign[t]
+        sg = ga.tm_sign[t]
         s0 = b * nqb
         for k in range(D):
             wk = tw[t, 1 + k]
             if wk != 0.0:
                 for i in range(D):
-                    row[s0 + (1 + k) * D + i] += sg * wk * y[i]
+                    row[s0 + (1 + k) * D + i] += sg * wk * Gacc[o, i]
         og = tw[t, 0]
         if og != 0.0:
             for i in range(D):
-                row[s0 + i] += sg * og * y[i]
+                row[s0 + i] += sg * og * Gacc[o, i]
 
 
-@njit(cache=True)
-def _grad_pair(ga, dp, has_p, oa, ob, A, B, dA, dB, c1, c2, Gacc, row):
-    """The part of :func:`_bil_grad_add` that :func:`theta_grad_t_grouped` gathers per
-    operand: ``Gacc[oa] += c1 B + c2 dB``, ``Gacc[ob] += c1 A + c2 dA``; the field parts
-    of the gradient (only along a parameter direction, ``has_p``) straight into ``row``."""
+@njit(cache=True, inline="always")
+def _grad_pair(ga, dp, has_p, oa, ob, OB, OD, c1, c2, Gacc, row):
+    """What :func:`theta_grad_t_grouped` gathers per operand for a bilinear ``A . B``
+    (``A = OB[oa, 0]``, its tangent ``OD[oa, 0]``, and so for ``B``):
+    ``Gacc[oa] += c1 B + c2 dB``, ``Gacc[ob] += c1 A + c2 dA``; the field parts of the
+    gradient (only along a parameter direction, ``has_p``) straight into ``row``."""
     D = ga.D
-    ga_ = Gacc[oa]
-    gb = Gacc[ob]
     for i in range(D):
-        ga_[i] += c1 * B[i] + c2 * dB[i]
-        gb[i] += c1 * A[i] + c2 * dA[i]
+        Gacc[oa, i] += c1 * OB[ob, 0, i] + c2 * OD[ob, 0, i]
+        Gacc[ob, i] += c1 * OB[oa, 0, i] + c2 * OD[oa, 0, i]
     if has_p and c2 != 0.0:
-        op_grad_w(ga, dp, oa, B, c2, row, True)
-        op_grad_w(ga, dp, ob, A, c2, row, True)
+        op_grad_w(ga, dp, oa, OB[ob, 0], c2, row, True)
+        op_grad_w(ga, dp, ob, OB[oa, 0], c2, row, True)
 
 
 @njit(cache=True)
@@ -499,7 +497,7 @@ def theta_grad_t_grouped(ga, tw, dp, has_p, OB, OD, mu, Gacc, out):
     ``sum_o (d op_o / dq)^T g_o`` over its operands, with vectors ``g_o`` made of the other
     operand, its tangent and the row's coefficients (those of :func:`sf_grad_t`); the
     ``g_o`` of all rows are summed per operand (``Gacc``, nop x 3) and each operand's
-    gradient is applied once (:func:`_op_grad_tw`), instead of two to four operand
+    gradient is applied once (:func:`_op_grad_acc`), instead of two to four operand
     gradients per row.  The same derivative, summed in another order."""
     D = ga.D
     m = ga.phi_sf.shape[0]
@@ -510,33 +508,33 @@ def theta_grad_t_grouped(ga, tw, dp, has_p, OB, OD, mu, Gacc, out):
         if w == 0.0:
             continue
         s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
-        o = ga.sf_op[s]
+        o0 = ga.sf_op[s, 0]
+        o1 = ga.sf_op[s, 1]
         kind = ga.sf_kind[s]
-        A, B, dA, dB = OB[o[0], 0], OB[o[1], 0], OD[o[0], 0], OD[o[1], 0]
         if kind == SF_BIL:
-            _grad_pair(ga, dp, has_p, o[0], o[1], A, B, dA, dB, 0.0, w, Gacc, out)
+            _grad_pair(ga, dp, has_p, o0, o1, OB, OD, 0.0, w, Gacc, out)
         elif kind == SF_ASIN:
-            u = _dot(A, B, D)
-            du = _dot(dA, B, D) + _dot(A, dB, D)
+            u = _dd(OB, o0, 0, OB, o1, 0, D)
+            du = _dd(OD, o0, 0, OB, o1, 0, D) + _dd(OB, o0, 0, OD, o1, 0, D)
             g = 1.0 / np.sqrt(1.0 - u * u)
-            _grad_pair(ga, dp, has_p, o[0], o[1], A, B, dA, dB, w * g * g * g * u * du,
-                       w * g, Gacc, out)
+            _grad_pair(ga, dp, has_p, o0, o1, OB, OD, w * g * g * g * u * du, w * g, Gacc,
+                       out)
         else:
-            x = _dot(A, B, D)
-            dx = _dot(dA, B, D) + _dot(A, dB, D)
-            C, E, dC, dE = OB[o[2], 0], OB[o[3], 0], OD[o[2], 0], OD[o[3], 0]
-            y = _dot(C, E, D)
-            dy = _dot(dC, E, D) + _dot(C, dE, D)
+            o2 = ga.sf_op[s, 2]
+            o3 = ga.sf_op[s, 3]
+            x = _dd(OB, o0, 0, OB, o1, 0, D)
+            dx = _dd(OD, o0, 0, OB, o1, 0, D) + _dd(OB, o0, 0, OD, o1, 0, D)
+            y = _dd(OB, o2, 0, OB, o3, 0, D)
+            dy = _dd(OD, o2, 0, OB, o3, 0, D) + _dd(OB, o2, 0, OD, o3, 0, D)
             r2 = x * x + y * y
             dr2 = 2.0 * (x * dx + y * dy)
-            _grad_pair(ga, dp, has_p, o[2], o[3], C, E, dC, dE,
-                       w * (dx / r2 - x * dr2 / (r2 * r2)), w * x / r2, Gacc, out)
-            _grad_pair(ga, dp, has_p, o[0], o[1], A, B, dA, dB,
-                       -w * (dy / r2 - y * dr2 / (r2 * r2)), -w * y / r2, Gacc, out)
+            _grad_pair(ga, dp, has_p, o2, o3, OB, OD, w * (dx / r2 - x * dr2 / (r2 * r2)),
+                       w * x / r2, Gacc, out)
+            _grad_pair(ga, dp, has_p, o0, o1, OB, OD, -w * (dy / r2 - y * dr2 / (r2 * r2)),
+                       -w * y / r2, Gacc, out)
     for o in range(Gacc.shape[0]):
-        go = Gacc[o]
-        if go[0] != 0.0 or go[1] != 0.0 or go[2] != 0.0:
-            _op_grad_tw(ga, tw, o, go, 1.0, out)
+        if Gacc[o, 0] != 0.0 or Gacc[o, 1] != 0.0 or Gacc[o, 2] != 0.0:
+            _op_grad_acc(ga, tw, o, Gacc, out)
 
 
 @njit(cache=True)
@@ -667,28 +665,36 @@ def operand_dir(ga, p, x, base, dp, has_p, affine_dp, OD, lv, tmp):
                 out[i] += tmp[i]
 
 
+@njit(cache=True, inline="always")
+def _dd(X, a, la, Y, b, lb, D):
+    """``X[a, la] . Y[b, lb]`` over ``D`` components (the sum of :func:`_dot`, in its
+    order), by scalar indexing: no array views per product."""
+    s = 0.0
+    for i in range(D):
+        s += X[a, la, i] * Y[b, lb, i]
+    return s
+
+
 @njit(cache=True)
 def _bil_t(OB, OD, oa, ob, D, lv):
     """Tangent at level ``lv`` (0 value, 1 rate, 2 acceleration) of ``A . B`` from the
     cached operand values ``OB`` and tangents ``OD`` (the formulas of :func:`bil_jet`)."""
-    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
-    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
-    c0, c1, c2 = OD[oa, 0], OD[oa, 1], OD[oa, 2]
-    d0, d1, d2 = OD[ob, 0], OD[ob, 1], OD[ob, 2]
     if lv == 0:
-        return _dot(c0, b0, D) + _dot(a0, d0, D)
+        return _dd(OD, oa, 0, OB, ob, 0, D) + _dd(OB, oa, 0, OD, ob, 0, D)
     if lv == 1:
-        return _dot(c1, b0, D) + _dot(a1, d0, D) + _dot(c0, b1, D) + _dot(a0, d1, D)
-    return (_dot(c2, b0, D) + _dot(a2, d0, D) + 2.0 * (_dot(c1, b1, D) + _dot(a1, d1, D))
-            + _dot(c0, b2, D) + _dot(a0, d2, D))
+        return (_dd(OD, oa, 1, OB, ob, 0, D) + _dd(OB, oa, 1, OD, ob, 0, D)
+                + _dd(OD, oa, 0, OB, ob, 1, D) + _dd(OB, oa, 0, OD, ob, 1, D))
+    return (_dd(OD, oa, 2, OB, ob, 0, D) + _dd(OB, oa, 2, OD, ob, 0, D)
+            + 2.0 * (_dd(OD, oa, 1, OB, ob, 1, D) + _dd(OB, oa, 1, OD, ob, 1, D))
+            + _dd(OD, oa, 0, OB, ob, 2, D) + _dd(OB, oa, 0, OD, ob, 2, D))
 
 
 @njit(cache=True)
 def _bil_base(OB, oa, ob, D):
-    a0, a1, a2 = OB[oa, 0], OB[oa, 1], OB[oa, 2]
-    b0, b1, b2 = OB[ob, 0], OB[ob, 1], OB[ob, 2]
-    return (_dot(a0, b0, D), _dot(a1, b0, D) + _dot(a0, b1, D),
-            _dot(a2, b0, D) + 2.0 * _dot(a1, b1, D) + _dot(a0, b2, D))
+    return (_dd(OB, oa, 0, OB, ob, 0, D),
+            _dd(OB, oa, 1, OB, ob, 0, D) + _dd(OB, oa, 0, OB, ob, 1, D),
+            _dd(OB, oa, 2, OB, ob, 0, D) + 2.0 * _dd(OB, oa, 1, OB, ob, 1, D)
+            + _dd(OB, oa, 0, OB, ob, 2, D))
 
 
 @njit(cache=True)
@@ -696,53 +702,57 @@ def theta_tangents(ga, p, dp, has_p, OB, OD, lv, out):
     """Tangent entries of the rows of ``Theta`` at level ``lv`` (``out[k]`` = entry
     ``3 + lv`` of :func:`sf_jet`: ``df``, ``dfd`` or ``dfdd``) from the cached operand
     values and tangents (:func:`operand_base`, :func:`operand_dir`); the same formulas as
-    :func:`sf_jet`, without re-evaluating the base jets for every direction."""
+    :func:`sf_jet`, without re-evaluating the base jets for every direction (scalar
+    indexing, no array views per row)."""
     D = ga.D
     m = ga.phi_sf.shape[0]
     d = ga.dof_sf.shape[0]
     for k in range(m + d):
         s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
-        o = ga.sf_op[s]
+        o0 = ga.sf_op[s, 0]
+        o1 = ga.sf_op[s, 1]
         kind = ga.sf_kind[s]
         if kind == SF_BIL:
-            v = _bil_t(OB, OD, o[0], o[1], D, lv)
+            v = _bil_t(OB, OD, o0, o1, D, lv)
             fk = ga.sf_fK[s]
             if lv == 0 and has_p and fk >= 0:
                 v -= 2.0 * p[fk] * dp[fk]
         elif kind == SF_ASIN:
-            u, ud, udd = _bil_base(OB, o[0], o[1], D)
-            du = _bil_t(OB, OD, o[0], o[1], D, 0)
+            u, ud, udd = _bil_base(OB, o0, o1, D)
+            du = _bil_t(OB, OD, o0, o1, D, 0)
             g = 1.0 / np.sqrt(1.0 - u * u)
             g3 = g * g * g
             dg = g3 * u * du
             if lv == 0:
                 v = g * du
             elif lv == 1:
-                v = dg * ud + g * _bil_t(OB, OD, o[0], o[1], D, 1)
+                v = dg * ud + g * _bil_t(OB, OD, o0, o1, D, 1)
             else:
-                dud = _bil_t(OB, OD, o[0], o[1], D, 1)
-                dudd = _bil_t(OB, OD, o[0], o[1], D, 2)
+                dud = _bil_t(OB, OD, o0, o1, D, 1)
+                dudd = _bil_t(OB, OD, o0, o1, D, 2)
                 v = (dg * udd + g * dudd + 3.0 * g * g * dg * u * ud * ud + g3 * du * ud * ud
                      + 2.0 * g3 * u * ud * dud)
         else:
-            x, xd, xdd = _bil_base(OB, o[0], o[1], D)
-            y, yd, ydd = _bil_base(OB, o[2], o[3], D)
-            dx = _bil_t(OB, OD, o[0], o[1], D, 0)
-            dy = _bil_t(OB, OD, o[2], o[3], D, 0)
+            o2 = ga.sf_op[s, 2]
+            o3 = ga.sf_op[s, 3]
+            x, xd, xdd = _bil_base(OB, o0, o1, D)
+            y, yd, ydd = _bil_base(OB, o2, o3, D)
+            dx = _bil_t(OB, OD, o0, o1, D, 0)
+            dy = _bil_t(OB, OD, o2, o3, D, 0)
             r2 = x * x + y * y
             if lv == 0:
                 v = (x * dy - y * dx) / r2
             else:
-                dxd = _bil_t(OB, OD, o[0], o[1], D, 1)
-                dyd = _bil_t(OB, OD, o[2], o[3], D, 1)
+                dxd = _bil_t(OB, OD, o0, o1, D, 1)
+                dyd = _bil_t(OB, OD, o2, o3, D, 1)
                 dr2 = 2.0 * (x * dx + y * dy)
                 Nn = x * yd - y * xd
                 dN = dx * yd + x * dyd - dy * xd - y * dxd
                 if lv == 1:
                     v = dN / r2 - Nn * dr2 / (r2 * r2)
                 else:
-                    dxdd = _bil_t(OB, OD, o[0], o[1], D, 2)
-                    dydd = _bil_t(OB, OD, o[2], o[3], D, 2)
+                    dxdd = _bil_t(OB, OD, o0, o1, D, 2)
+                    dydd = _bil_t(OB, OD, o2, o3, D, 2)
                     P = x * xd + y * yd
                     U = x * ydd - y * xdd
                     dP = dx * xd + x * dxd + dy * yd + y * dyd
