@@ -161,6 +161,19 @@ def _state_operands(ga, tw, x, Xo, OD, lv):
 
 
 @njit(cache=True)
+def _project_column(RjT, dtm, Jr, col):
+    """``Jr[j, col] = R_j . dtm`` for every column ``j`` of ``R`` (rows of ``RjT``; each sum
+    over the coordinates in ascending order)."""
+    N = dtm.shape[0]
+    for j in range(RjT.shape[0]):
+        Rj = RjT[j]
+        s = 0.0
+        for k in range(N):
+            s += Rj[k] * dtm[k]
+        Jr[j, col] = s
+
+
+@njit(cache=True)
 def step_jacobians_g(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
                      Jr, Mbar, Jm, mval):
     """Exact partial derivatives of the step residual and of the measures at one state of
@@ -247,12 +260,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
                 G.force_tangent(ga, ma, p, t, q, qd, dq, dqd, dp, aref, sc, dQ)
                 for k in range(N):
                     dtm[k] -= dQ[k]
-                for j in range(d):
-                    Rj = RjT[j]
-                    s = 0.0
-                    for k in range(N):
-                        s += Rj[k] * dtm[k]
-                    Jr[j, col] = s
+                _project_column(RjT, dtm, Jr, col)
                 continue
             # operand tangents (cached base values OB; theta_tangents = the tangent entries
             # of theta_jets): level 2 has dqdd = 0 (the unknown), so only its field part
@@ -340,12 +348,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         else:
             for k in range(N):
                 dtm[k] -= dQ[k]
-        for j in range(d):
-            Rj = RjT[j]
-            s = 0.0
-            for k in range(N):
-                s += Rj[k] * dtm[k]
-            Jr[j, col] = s
+        _project_column(RjT, dtm, Jr, col)
     return MR.OK
 
 
