@@ -161,6 +161,20 @@ def _state_operands(ga, tw, x, Xo, OD, lv):
 
 
 @njit(cache=True)
+def _level_solve(ga, ma, p, t, dp, has_p, OB, OD, lv, ws, tg, rhs, x):
+    """The tangent problem of level ``lv`` (eqs 32a-c, 37a-c): ``Theta_q x = -dTheta``
+    with ``dTheta`` the level-``lv`` tangents of the rows of ``Theta`` from the cached
+    operands (and the drives' field part along a parameter direction); the right-hand
+    side of a state direction's unit entry is ``R``'s, handled by the caller."""
+    G.theta_tangents(ga, p, dp, has_p, OB, OD, lv, tg)
+    if has_p:
+        G.drive_tangents(ga, ma, p, dp, t, lv, tg)
+    for k in range(rhs.shape[0]):
+        rhs[k] = -tg[k]
+    G.sqr_solve(ga, ws, rhs, x)
+
+
+@njit(cache=True)
 def _project_column(RjT, dtm, Jr, col):
     """``Jr[j, col] = R_j . dtm`` for every column ``j`` of ``R`` (rows of ``RjT``; each sum
     over the coordinates in ascending order)."""
@@ -200,7 +214,6 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
     (:func:`G.force_tangent_q`), of a parameter direction by :func:`G.force_tangent`."""
     N = q.shape[0]
     d = zi.shape[0]
-    m = ga.phi_sf.shape[0]
     npar = Gm.shape[1]
     nfield = p.shape[0]
     nm = ms_type.shape[0]
@@ -291,11 +304,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             for k in range(N):
                 dq[k] = R[k, col]
         elif has_p:
-            G.theta_tangents(ga, p, dp, has_p, OB, OD, 0, tg)
-            G.drive_tangents(ga, ma, p, dp, t, 0, tg)
-            for k in range(m + d):
-                rhs[k] = -tg[k]
-            G.sqr_solve(ga, ws, rhs, dq)
+            _level_solve(ga, ma, p, t, dp, has_p, OB, OD, 0, ws, tg, rhs, dq)
         # velocity level (eqs 32b, 37b)
         moves = col < d or has_p           # dq != 0 or a field direction
         if has_p:
@@ -305,12 +314,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         else:
             OD[:, 0, :] = 0.0
         if moves:
-            G.theta_tangents(ga, p, dp, has_p, OB, OD, 1, tg)
-            if has_p:
-                G.drive_tangents(ga, ma, p, dp, t, 1, tg)
-            for k in range(m + d):
-                rhs[k] = -tg[k]
-            G.sqr_solve(ga, ws, rhs, dqd)
+            _level_solve(ga, ma, p, t, dp, has_p, OB, OD, 1, ws, tg, rhs, dqd)
         else:
             # a velocity direction: dq = 0, the tangents of Theta at level 1 vanish and dqd
             # solves [0; e_j]: the column R_j
@@ -321,12 +325,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
             G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
         else:
             _state_operands(ga, pr.tw, dqd, Xo, OD, 1)
-        G.theta_tangents(ga, p, dp, has_p, OB, OD, 2, tg)
-        if has_p:
-            G.drive_tangents(ga, ma, p, dp, t, 2, tg)
-        for k in range(m + d):
-            rhs[k] = -tg[k]
-        G.sqr_solve(ga, ws, rhs, dqdd)
+        _level_solve(ga, ma, p, t, dp, has_p, OB, OD, 2, ws, tg, rhs, dqdd)
         measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type, ms_a,
                    ms_c, mval, dmv)
         # measure columns: [dZ, dV | dA | drho] (an acceleration direction above)
