@@ -32,9 +32,12 @@ def _rows(cm, t_end, dt, every):
                                                  ("buggy-dlc", 1.5, 0.015, 25)])
 def test_grouped_gradient_tangent_equals_per_row_tangent(name, t_end, dt, every):
     """``theta_grad_t_grouped`` (the operands' gradients applied once, the rows' vectors
-    summed per operand) equals ``theta_grad_t`` (row by row, every operand applied again)
-    along state and field directions: the same derivative summed in another order, so to
-    rounding (1e-13 of the largest entry; measured about 1e-16)."""
+    summed per operand) equals the row-by-row tangent (``sf_grad_t`` per row, every operand
+    applied again) along state and field directions: the same derivative summed in another
+    order, so to rounding (1e-13 of the largest entry; measured about 1e-16); and, along a
+    state direction, the central difference of ``Theta_q^T mu`` (``theta_jacobian`` at
+    ``q +- eps dq``; eps = 1e-6: truncation ~1e-12, cancellation ~1e-10 relative, bound
+    1e-7)."""
     cm = _model(name)
     ga = global_model(cm)[0]
     ma = cm.arrays
@@ -60,8 +63,19 @@ def test_grouped_gradient_tangent_equals_per_row_tangent(name, t_end, dt, every)
             out = np.zeros(N)
             ref = np.zeros(N)
             G.theta_grad_t_grouped(ga, pr.tw, dp, has_p, OB, OD, mu, Gacc, out)
-            G.theta_grad_t(ga, p, q, dq, dp, mu, V, ref)
+            m = ga.phi_sf.shape[0]
+            for k in range(md):
+                s = ga.phi_sf[k] if k < m else ga.dof_sf[k - m]
+                G.sf_grad_t(ga, p, s, q, dq, dp, V, mu[k], ref)
             assert np.max(np.abs(out - ref)) <= 1e-13 * np.max(np.abs(ref))
+            if not has_p:
+                eps = 1e-6
+                Tp = np.zeros((md, N))
+                Tm = np.zeros((md, N))
+                G.theta_jacobian(ga, p, q + eps * dq, aref.copy(), ws.sc, Tp)
+                G.theta_jacobian(ga, p, q - eps * dq, aref.copy(), ws.sc, Tm)
+                fd = (Tp.T @ mu - Tm.T @ mu) / (2 * eps)
+                assert np.max(np.abs(out - fd)) <= 1e-7 * np.max(np.abs(fd))
 
 
 def test_parameter_columns_that_move_no_constraint():

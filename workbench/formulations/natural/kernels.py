@@ -35,7 +35,7 @@ the semi-recursive formulation; García de Jalón & Bayo natural coordinates):
   velocity taken
   from ``q, qd``; force at the contact point ``P``: ``Q . w = F . (w_r + sum_k x_k w_ek)``,
   ``x_k = (P - r) . e_k``); force tangents (:func:`force_tangent`) and the tangent of
-  ``Theta_q^T mu`` (:func:`theta_grad_t`) are vectors, one pass per direction.
+  ``Theta_q^T mu`` (:func:`theta_grad_t_grouped`) are vectors, one pass per direction.
 
 Every scalar function ``f`` (constraint, DOF, joint coordinate) is evaluated with a *jet*:
 its value, rate and acceleration along ``(q, qd, qdd)`` and their exact tangents along a
@@ -438,19 +438,6 @@ def sf_grad_t(ga, p, s, q, dq, dp, V, scale, row):
 
 
 @njit(cache=True)
-def theta_grad_t(ga, p, q, dq, dp, mu, V, out):
-    """``out = d(Theta_q^T mu)`` along ``(dq, dp)`` with ``mu`` fixed."""
-    out[:] = 0.0
-    m = ga.phi_sf.shape[0]
-    for k in range(m):
-        if mu[k] != 0.0:
-            sf_grad_t(ga, p, ga.phi_sf[k], q, dq, dp, V, mu[k], out)
-    for k in range(ga.dof_sf.shape[0]):
-        if mu[m + k] != 0.0:
-            sf_grad_t(ga, p, ga.dof_sf[k], q, dq, dp, V, mu[m + k], out)
-
-
-@njit(cache=True)
 def _op_grad_acc(ga, tw, o, Gacc, row):
     """``row += d(op_o(q) . g_o)/dq`` with ``g_o = Gacc[o]`` (:func:`op_grad` with the term
     weights ``tw`` of :func:`row_program`, by scalar indexing)."""
@@ -490,7 +477,7 @@ def _grad_pair(ga, dp, has_p, oa, ob, OB, OD, c1, c2, Gacc, row):
 
 @njit(cache=True)
 def theta_grad_t_grouped(ga, tw, dp, has_p, OB, OD, mu, Gacc, out):
-    """:func:`theta_grad_t` (``out = d(Theta_q^T mu)`` along ``(dq, dp)``) from the cached
+    """``out = d(Theta_q^T mu)`` along ``(dq, dp)`` with ``mu`` fixed, from the cached
     operand values ``OB[:, 0]`` (:func:`operand_base`) and their level-0 tangents
     ``OD[:, 0]`` along the same direction (:func:`operand_dir` with ``affine_dp``), with
     the term weights ``tw`` of :func:`row_program`.  Every row's gradient tangent is
@@ -498,7 +485,8 @@ def theta_grad_t_grouped(ga, tw, dp, has_p, OB, OD, mu, Gacc, out):
     operand, its tangent and the row's coefficients (those of :func:`sf_grad_t`); the
     ``g_o`` of all rows are summed per operand (``Gacc``, nop x 3) and each operand's
     gradient is applied once (:func:`_op_grad_acc`), instead of two to four operand
-    gradients per row.  The same derivative, summed in another order."""
+    gradients per row (:func:`sf_grad_t` row by row, the form before 2026-11-27: the same
+    derivative, summed in another order)."""
     D = ga.D
     m = ga.phi_sf.shape[0]
     out[:] = 0.0
