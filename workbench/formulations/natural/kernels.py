@@ -1328,6 +1328,28 @@ def sqr_solve_units(ga, ws, r0, X):
 
 
 @njit(cache=True)
+def _block_back(ptr, cols, vals, Y, X, sv):
+    """Back substitution with an upper triangular factor stored by rows (row ``i``:
+    ``vals[ptr[i]]`` its diagonal, then the entries of columns ``cols[ptr[i] + 1:ptr[i +
+    1]]``) for the ``d`` right-hand sides ``Y[:n]`` together: ``X[i] = (Y[i] - sum_c
+    vals[c] X[cols[c]]) / diagonal``, the sums over ``c`` in ascending order with ``d``
+    independent chains (``sv``: scratch of length ``d``).  ``X`` may be ``Y`` (in place).
+    Serves the QR's ``R`` (:func:`_units_block`) and the LU's ``U`` (:func:`_lu_units`)."""
+    d = sv.shape[0]
+    for i in range(ptr.shape[0] - 2, -1, -1):
+        for j in range(d):
+            sv[j] = Y[i, j]
+        for c in range(ptr[i] + 1, ptr[i + 1]):
+            rc = vals[c]
+            xr = X[cols[c]]
+            for j in range(d):
+                sv[j] -= rc * xr[j]
+        dg = vals[ptr[i]]
+        for j in range(d):
+            X[i, j] = sv[j] / dg
+
+
+@njit(cache=True)
 def _units_block(ga, ws, r0, X):
     """:func:`sqr_solve_units` after a symbolic factorisation, the ``d`` right-hand sides
     carried together: every reflector applied to the ``d`` columns at once, then one back
@@ -1365,17 +1387,7 @@ def _units_block(ga, ws, r0, X):
             for j in range(d):
                 yr[j] -= sv[j] * vc
     Xp = np.empty((n, d))
-    for i in range(n - 1, -1, -1):
-        for j in range(d):
-            sv[j] = Y[i, j]
-        for c in range(ptr[i] + 1, ptr[i + 1]):
-            rc = Rc[c]
-            xr = Xp[cols[c]]
-            for j in range(d):
-                sv[j] -= rc * xr[j]
-        dg = Rc[ptr[i]]
-        for j in range(d):
-            Xp[i, j] = sv[j] / dg
+    _block_back(ptr, cols, Rc, Y, Xp, sv)
     for c in range(n):
         for j in range(d):
             X[cp[c], j] = Xp[c, j]
@@ -1465,14 +1477,21 @@ def _lu_numeric(ga, ws, scale, rtol):
     return True
 
 
+@njit(cache=True, inline="always")
+def _lu_factors(ga, ws):
+    """The LU in ``ws.F`` and its layout: ``(F, uptr, ucol, lptr, lrow, rowp, colp, n, nU)``
+    (:func:`workbench.formulations.natural.build.symbolic_lu`; ``nU`` the number of
+    entries of ``U``, after which ``F`` holds ``L``)."""
+    n = ga.nq
+    return (ws.F, ga.lu_uptr, ga.lu_ucol, ga.lu_lptr, ga.lu_lrow, ga.lu_rowp, ga.lu_colp, n,
+            ga.lu_uptr[n])
+
+
 @njit(cache=True)
 def _lu_solve(ga, ws, b, x):
     """``x = Theta_q^-1 b`` from the LU in ``ws.F``: the rows in pivot order, ``L y = b``
     (unit lower, by columns), ``U x = y`` (by rows), the columns back in their order."""
-    F, uptr, ucol, lptr, lrow = ws.F, ga.lu_uptr, ga.lu_ucol, ga.lu_lptr, ga.lu_lrow
-    rowp, colp = ga.lu_rowp, ga.lu_colp
-    n = ga.nq
-    nU = uptr[n]
+    F, uptr, ucol, lptr, lrow, rowp, colp, n, nU = _lu_factors(ga, ws)
     y = ws.xs
     for i in range(n):
         y[i] = b[rowp[i]]
@@ -1494,10 +1513,7 @@ def _lu_solve(ga, ws, b, x):
 def _lu_solve_transpose(ga, ws, c, mu):
     """``mu = Theta_q^-T c`` from the LU in ``ws.F``: ``U^T z = c`` (forward, by the rows of
     ``U``), ``L^T mu = z`` (backward, by the columns of ``L``)."""
-    F, uptr, ucol, lptr, lrow = ws.F, ga.lu_uptr, ga.lu_ucol, ga.lu_lptr, ga.lu_lrow
-    rowp, colp = ga.lu_rowp, ga.lu_colp
-    n = ga.nq
-    nU = uptr[n]
+    F, uptr, ucol, lptr, lrow, rowp, colp, n, nU = _lu_factors(ga, ws)
     y = ws.xs
     for j in range(n):
         y[j] = c[colp[j]]
@@ -1520,10 +1536,7 @@ def _lu_solve_transpose(ga, ws, c, mu):
 def _lu_units(ga, ws, r0, X):
     """:func:`sqr_solve_units` from the LU in ``ws.F``: the ``d`` unit right-hand sides
     carried together (``d`` independent sums per entry of the factors)."""
-    F, uptr, ucol, lptr, lrow = ws.F, ga.lu_uptr, ga.lu_ucol, ga.lu_lptr, ga.lu_lrow
-    rowp, colp = ga.lu_rowp, ga.lu_colp
-    n = ga.nq
-    nU = uptr[n]
+    F, uptr, ucol, lptr, lrow, rowp, colp, n, nU = _lu_factors(ga, ws)
     d = X.shape[1]
     Y = np.zeros((n, d))
     for i in range(n):
@@ -1537,16 +1550,7 @@ def _lu_units(ga, ws, r0, X):
             yr = Y[lrow[c]]
             for j in range(d):
                 yr[j] -= f * yk[j]
-    for k in range(n - 1, -1, -1):
-        yk = Y[k]
-        for c in range(uptr[k] + 1, uptr[k + 1]):
-            f = F[c]
-            yr = Y[ucol[c]]
-            for j in range(d):
-                yk[j] -= f * yr[j]
-        dg = F[uptr[k]]
-        for j in range(d):
-            yk[j] /= dg
+    _block_back(uptr, ucol, F, Y, Y, np.empty(d))
     for c in range(n):
         for j in range(d):
             X[colp[c], j] = Y[c, j]
