@@ -515,6 +515,12 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     dfb, dnb, bg = b3[0], b3[1], b3[2]
     Fs, dFs, Ef = f6[6], f6[7], f6[8]
     mu, dp, dphi, dh, dhd, dhdd, rhs, dmv, dmA = small
+    # the tangent arrays a direction may find nonzero from an earlier one: dp (after a
+    # parameter direction), the position-level (th, dr, du, db) and the SR-I reference-point
+    # and column tangents (dPc, dbv) after a direction that moves them
+    dp_dirty = True
+    pos_dirty = True
+    com_dirty = True
     for i in range(i0, i1):
         kr = k0 + i
         t, zi, zdi, a, z, stored = TT[kr], ZI[kr], ZDI[kr], AA[kr], ZZ[kr], KS[kr]
@@ -607,8 +613,11 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             if has_p:
                 for i in range(nfield):
                     dp[i] = Gm[i, col - 2 * d]
-            else:
+                dp_dirty = True
+            elif dp_dirty:
+                # zero once after the parameter directions (the state directions keep it)
                 dp[:] = 0.0
+                dp_dirty = False
             # V directions and parameters bound to no kinematic field (masses, inertias,
             # force-element data) leave the position problem (and so R, Theta_z) unchanged:
             # dz = 0 and dTheta = 0.  V directions only seed dzd = R e_k (Theta_z dzd = [0;
@@ -620,17 +629,29 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             dzd[:] = 0.0
             dzdd[:] = 0.0
             if static:
-                th[:, :] = 0.0
-                dr[:, :] = 0.0
-                du[:, :] = 0.0
-                db[:, :] = 0.0
-                dZ[:, :] = 0.0
-                dZd[:, :] = 0.0
+                # the position-level tangents are zero along it: cleared once after a
+                # direction that wrote them (consecutive static directions leave them so)
+                if pos_dirty:
+                    th[:, :] = 0.0
+                    dr[:, :] = 0.0
+                    du[:, :] = 0.0
+                    db[:, :] = 0.0
+                    pos_dirty = False
+                if not is_v:
+                    # no level is solved: the frame velocity and acceleration tangents
+                    # are zero (a V direction sets dZ below, and its level 2 writes dZd)
+                    dZ[:, :] = 0.0
+                    dZd[:, :] = 0.0
+            else:
+                pos_dirty = True
             if is_v:
                 for k in range(n):
                     dzd[k] = R[k, col - d]
                 # with db = 0 the frame-velocity tangent is the frame velocities of R_j: ZR[j]
-                dZ[:, :] = ZR[col - d]
+                # (element by element: an array assignment may copy its source first)
+                for f in range(dZ.shape[0]):
+                    for i in range(6):
+                        dZ[f, i] = ZR[col - d, f, i]
                 lev0 = 2
             elif static:
                 lev0 = 3
@@ -703,10 +724,14 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                                             dtau, bm, bg, bJ, kin, bdm, bdg, bdJ, Fs, dFs)
             else:
                 if is_v:
-                    # a velocity direction moves no reference point and no column
-                    dPc[:, :] = 0.0
-                    dbv[:, :] = 0.0
+                    # a velocity direction moves no reference point and no column (cleared
+                    # once after a direction that wrote them)
+                    if com_dirty:
+                        dPc[:, :] = 0.0
+                        dbv[:, :] = 0.0
+                        com_dirty = False
                 else:
+                    com_dirty = True
                     T.reference_points_t(ma, dr, dPc, bdg)
                     T.com_columns_t(ma, r, u, Pc, dr, du, dPc, dbv, mvf)
                 T.com_kinematics_t(ma, zd, zdd, dzd, dzdd, r, u, Pc, bv, Vc, Vdc, dr, du, dPc, dbv,
