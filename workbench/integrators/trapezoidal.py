@@ -44,6 +44,15 @@ NOISE_TOL = 1e-7
 MAX_SUB = 16
 #: at most this many output intervals merged into one step next to a singular node
 MAX_SPAN = 4
+#: the Newton iterates of a closed-loop model whose DOF are joint coordinates solve with
+#: ``Theta_z`` by the coordinate partition's ``m x m`` LU instead of its ``n x n`` QR while
+#: the configuration is far from singular: the lower bound of ``sigma_min / sigma_max``
+#: at the last node (:func:`workbench.formulations.semirecursive.matrixr.partition_bound`)
+#: at least this (ten times ``MR.SING_SKIP``, the merging threshold)
+LU_HEALTHY = 10.0 * MR.SING_SKIP
+# internal status: the partition's LU met a singular Phi_dep, the attempt is repeated with
+# the QR (never returned)
+_ST_LU_RETRY = -1
 #: highest order of the polynomial extrapolation that predicts a step's accelerations
 #: (:func:`predict_acceleration`), and the number of previous rows' accelerations it keeps
 PRED_MAX = 6
@@ -245,9 +254,11 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     d = zi0.shape[0]
     # every work array of the run, owned here; the run itself sees views without
     # reference counts (no atomic increments per kernel call; workbench.kernels.layout.borrowed)
+    m = ma.c_type.shape[0]
     own = (MR.make_workspace(ma, n), np.zeros((13, n)), np.zeros((12, d)),
            np.zeros((n, d)), np.zeros((3, n, n)), np.zeros((3, d, d)),
-           np.zeros((PRED_HIST, d)), np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST))
+           np.zeros((PRED_HIST, d)), np.zeros(d, dtype=np.int64), np.zeros(PRED_HIST),
+           (np.zeros(m, dtype=np.int64), np.zeros((m, m)), np.zeros(m, dtype=np.int64)))
     out = _integrate_semirecursive(
         ma, AR.borrow(p), form, t0, h, nsteps, AR.borrow(zi0), AR.borrow(zdi0), AR.borrow(z0),
         newton_tol, newton_maxit, pos_tol, pos_maxit, conservative,
@@ -267,7 +278,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     views of the arrays it owns)."""
     (T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out,
      E_out, STEP_out) = outs
-    ws, vn, vd, Rphi, nn, dd, hist, piv, pw = work
+    ws, vn, vd, Rphi, nn, dd, hist, piv, pw, PL = work
     n = z0.shape[0]
     d = zi0.shape[0]
     m = ma.c_type.shape[0]
@@ -314,6 +325,12 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     MR.record_row(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
+    # the coordinate partition (closed loops, coordinate DOF): its LU at the initial
+    # state, and whether the next step may use it (healthy: far from singular)
+    lu_able = MR.partition_setup(ma, n, PL[0]) and not MR.constant_theta(ma)
+    healthy = False
+    if lu_able and MR.partition_factor(ws.Th, PL):
+        healthy = MR.partition_bound(ma, ws.Th, PL, Rphi) >= LU_HEALTHY
 
     _copy_state3(vn, vd, 1, 0)
     _copy_state3(vn, vd, 2, 0)
@@ -347,6 +364,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
         span = 1
         nsub = 1
         merging = True
+        use_lu = False
         bad = -1
         err = 0.0
         rn = 0.0
@@ -356,6 +374,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             status = OK
             iters_total = 0
             hs = span * h / nsub
+            # the partition's LU in place of the QR: a plain step from a healthy node
+            use_lu = healthy and merging and span == 1 and nsub == 1
+            bound = -1.0
             for sub in range(nsub):
                 if sub == nsub - 1:
                     t = t0 + (kofs + k0 + span - 1) * h + h
@@ -393,6 +414,13 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     if const_theta and fac_ok:
                         MR.coordinate_position(ma, p, zi, z, ws)
                         pit = 0
+                    elif use_lu:
+                        st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
+                                                              pos_maxit, True, PL)
+                        if st != OK:
+                            status = _ST_LU_RETRY if st == ST_SINGULAR else st
+                            fac_ok = False
+                            break
                     else:
                         st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
                                                               pos_maxit, True)
@@ -404,7 +432,17 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         # the position did not move since Theta_z was factorised and R^Phi
                         # formed (a later Newton iterate: zi moved by h^2/4 da, within the
                         # position tolerance), or Theta_z is constant: both are still exact
-                        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+                        if use_lu:
+                            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
+                        else:
+                            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
+                    elif use_lu:
+                        fac_ok = MR.factor_r_lu(ma, p, Rphi, ws, PL)
+                        if not fac_ok:
+                            status = _ST_LU_RETRY
+                            break
+                        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
+                        zfac[:] = z
                     else:
                         st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb,
                                                               Rphi, ws)
@@ -482,12 +520,36 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                     break
                 iters_total += iters
                 _copy_state3(vn, vd, 1, 0)
+            if status == _ST_LU_RETRY:
+                # Phi_dep singular at an iterate: the attempt again with the QR, starting
+                # from the factorisation at the node it leaves
+                healthy = False
+                MR.factor_theta(ma, p, cz, ws)
+                fac_ok = False
+                continue
+            if use_lu and status != OK:
+                # a failed attempt leaves the QR of its last factorised iterate, as the QR's
+                # iterates do (the test below and the next attempt read it)
+                if qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12) >= 0:
+                    status = ST_SINGULAR
             if merging:
                 if d > 0 and span < MAX_SPAN and k0 + span < nsteps:
                     # the last factorisation in ws is Theta_z at the end node (OK) or at the
                     # last iterate (failure)
                     skip = status == ST_SINGULAR
-                    if status == OK or status == ST_NEWTON or status == ST_POSITION:
+                    if use_lu and status == OK:
+                        # a lower bound of sigma_ratio's estimate: above the threshold it
+                        # decides the test; else the node's QR for it
+                        bound = MR.partition_bound(ma, ws.Th, PL, Rphi)
+                        if bound >= 2.0 * MR.SING_SKIP:
+                            skip = False
+                        elif qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12) >= 0:
+                            status = ST_SINGULAR
+                            skip = True
+                        else:
+                            skip = (sigma_ratio(ws.Rm, vnull) < MR.SING_SKIP
+                                    and MR.dof_share(ws.Th, m, vnull) < MR.SING_DOF_SHARE)
+                    elif status == OK or status == ST_NEWTON or status == ST_POSITION:
                         skip = (sigma_ratio(ws.Rm, vnull) < MR.SING_SKIP
                                 and MR.dof_share(ws.Th, m, vnull) < MR.SING_DOF_SHARE)
                     if skip:
@@ -519,6 +581,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                 IT_out, E_out)
         if KS_out.shape[1] > 0 and span == 1 and nsub == 1:
             # the state evaluated at the accepted Newton iterate is still in the work arrays
+            # (with the partition's LU: its QR, which the sweeps read, formed here)
+            if use_lu:
+                qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
             MR.store_state(ws, zd, zdd, tau, Rphi, KS_out[k1])
         if span > 1:
             # rows skipped by a merged step: interpolated and corrected onto the
@@ -538,6 +603,21 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             MR.factor_theta(ma, p, cz, ws)
             fac_ok = False
             t = t0 + (kofs + k1 - 1) * h + h
+            healthy = False
+        elif lu_able:
+            # the next step's factorisation: the partition's LU while the node is far from
+            # singular (the bound at the node), else the QR (formed here after a step by
+            # the LU, whose next position problem starts from it)
+            if use_lu:
+                if bound < 0.0:
+                    bound = MR.partition_bound(ma, ws.Th, PL, Rphi)
+            elif MR.partition_factor(ws.Th, PL):
+                bound = MR.partition_bound(ma, ws.Th, PL, Rphi)
+            else:
+                bound = 0.0
+            healthy = bound >= LU_HEALTHY
+            if use_lu and not healthy:
+                qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
         if span == 1 and nsub == 1:
             for j in range(PRED_HIST - 1, 0, -1):
                 hist[j] = hist[j - 1]

@@ -27,8 +27,8 @@ from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
-from workbench.kernels.linalg import (lu_solve_inplace, maxabs, projected_matrix, qr_factor,
-                                      qr_solve)
+from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, lu_solve_inplace,
+                                      maxabs, projected_matrix, qr_factor, qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
@@ -257,7 +257,7 @@ def factor_theta(ma, p, z, ws):
 
 
 @njit(cache=True)
-def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
+def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None):
     """Newton-Raphson on ``Theta(z) = [Phi; h(z) - z^i] = 0`` (seed 001 eqs 10-13).
 
     With ``reuse`` the factorisation of ``Theta_z`` left in ``ws`` by the previous solve
@@ -265,6 +265,10 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
     factor 10 per iteration (a simplified Newton iteration); otherwise ``Theta_z`` is
     re-evaluated.  Returns (status, iterations, residual, bad column).  On return with
     status OK the position kinematics in ``ws`` correspond to the final ``z``.
+
+    ``PL`` (:func:`partition_factor`): the factorisation is the coordinate partition's LU
+    instead of the QR (a singular ``Phi_dep`` returns ST_SINGULAR with bad column -1: the
+    caller falls back to the QR).
     """
     A, r, u, Z, Zd, phi, h, hd, hdd = ws.A, ws.r, ws.u, ws.Z, ws.Zd, ws.phi, ws.h, ws.hd, ws.hdd
     Th, V, beta, Rm = ws.Th, ws.V, ws.beta, ws.Rm
@@ -297,13 +301,19 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse):
             break
         if not (reuse and err <= 0.1 * err_prev):
             leading_matrix(ma, p, ws)
-            bad = qr_factor(Th, V, beta, Rm, 1e-12)
-            if bad >= 0:
-                return ST_SINGULAR, it, err, bad
+            if PL is None:
+                bad = qr_factor(Th, V, beta, Rm, 1e-12)
+                if bad >= 0:
+                    return ST_SINGULAR, it, err, bad
+            elif not partition_factor(Th, PL):
+                return ST_SINGULAR, it, err, -1
         err_prev = err
         for k in range(m + d):
             res[k] = -res[k]
-        qr_solve(V, beta, Rm, res, dz)
+        if PL is None:
+            qr_solve(V, beta, Rm, res, dz)
+        else:
+            partition_solve(ma, Th, PL, res, dz)
         for k in range(n):
             z[k] += dz[k]
     return ST_POSITION, maxit, err, -1
@@ -425,11 +435,142 @@ def partitioned_r(ma, Th, Rphi):
     return True
 
 
+# ----------------------------------------------------------------------------------------
+# coordinate partitioning of Theta_z (closed loops whose DOF are joint coordinates)
+# ----------------------------------------------------------------------------------------
+#
+# With every DOF a joint coordinate ``z_{i_k}`` and the other ``m`` coordinates the
+# dependent ones, ``Theta_z = [Phi_z; B]`` is, up to a permutation of its columns, the block
+# triangular ``[[Phi_dep, Phi_dof], [0, I]]``: ``Theta_z x = b`` is ``x_{i_k} = b_{m+k}`` and
+# ``Phi_dep x_dep = b[:m] - Phi_dof x_dof``, one ``m x m`` LU instead of the ``n x n`` QR.
+# ``PL = (dep, LU, piv)``: the dependent coordinates (:func:`partition_setup`), the factors
+# of ``Phi_dep`` and their pivots (:func:`partition_factor`).  The integrator uses it at
+# the Newton iterates of a configuration far from singular (:func:`partition_bound`).
+
+
 @njit(cache=True)
-def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
+def partition_setup(ma, n, dep):
+    """The dependent coordinates into ``dep`` (m): True when every DOF is a joint coordinate
+    and the model has closure equations (``Theta_z`` is then block triangular, above)."""
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    if m == 0 or not coordinate_dofs(ma) or m + d != n:
+        return False
+    isdof = np.zeros(n, dtype=np.int64)
+    for k in range(d):
+        isdof[ma.dof_i[k, 0]] = 1
+    c = 0
+    for k in range(n):
+        if isdof[k] == 0:
+            if c == m:
+                return False
+            dep[c] = k
+            c += 1
+    return c == m
+
+
+@njit(cache=True)
+def partition_factor(Th, PL):
+    """LU with partial pivoting of ``Phi_dep`` (the columns ``dep`` of the first ``m`` rows
+    of the leading matrix ``Th``) into ``PL``.  False when it is numerically singular."""
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    A = np.empty((m, m))
+    for r in range(m):
+        for c in range(m):
+            A[r, c] = Th[r, dep[c]]
+    return lu_factor_small(A, LU, piv)
+
+
+@njit(cache=True)
+def partition_solve(ma, Th, PL, b, x):
+    """``Theta_z x = b`` by the factors of :func:`partition_factor` (``b``: m + d)."""
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    d = ma.dof_type.shape[0]
+    y = np.empty(m)
+    for r in range(m):
+        s = b[r]
+        for k in range(d):
+            s -= Th[r, ma.dof_i[k, 0]] * b[m + k]
+        y[r] = s
+    lu_solve_factored(LU, piv, y)
+    for k in range(d):
+        x[ma.dof_i[k, 0]] = b[m + k]
+    for c in range(m):
+        x[dep[c]] = y[c]
+
+
+@njit(cache=True)
+def partition_r(ma, Th, PL, Rphi):
+    """``R^Phi`` (eq 16) by the factors of :func:`partition_factor`: the same operations
+    as :func:`partitioned_r` (the same bits), without its own factorisation."""
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    d = ma.dof_type.shape[0]
+    X = np.empty((m, d))
+    for r in range(m):
+        for j in range(d):
+            X[r, j] = -Th[r, ma.dof_i[j, 0]]
+    for j in range(d):
+        lu_solve_factored(LU, piv, X[:, j])
+    Rphi[:, :] = 0.0
+    for j in range(d):
+        Rphi[ma.dof_i[j, 0], j] = 1.0
+    for c in range(m):
+        for j in range(d):
+            Rphi[dep[c], j] = X[c, j]
+
+
+@njit(cache=True)
+def partition_bound(ma, Th, PL, Rphi):
+    """A lower bound of ``sigma_min / sigma_max`` of ``Theta_z``: ``1 / (|Theta_z|_F
+    |Theta_z^-1|_F)``, with ``Theta_z^-1 = [S R^Phi]`` and ``S`` (the constraint columns:
+    ``Phi_dep^-1`` on the dependent rows, zero on the DOF rows) from the factors of
+    :func:`partition_factor`.  It is also a lower bound of :func:`sigma_ratio`'s estimate
+    (whose ``sigma_min`` is ``|R v| >= sigma_min`` and whose ``sigma_max`` is the largest
+    column norm, ``<= |Theta_z|_F``), so a bound above a threshold decides that test."""
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    rows = Th.shape[0]
+    n = Th.shape[1]
+    d = Rphi.shape[1]
+    a = 0.0
+    for r in range(rows):
+        for c in range(n):
+            a += Th[r, c] * Th[r, c]
+    b = 0.0
+    for c in range(n):
+        for j in range(d):
+            b += Rphi[c, j] * Rphi[c, j]
+    e = np.empty(m)
+    for i in range(m):
+        for r in range(m):
+            e[r] = 1.0 if r == i else 0.0
+        lu_solve_factored(LU, piv, e)
+        for r in range(m):
+            b += e[r] * e[r]
+    if a == 0.0 or not b > 0.0 or not np.isfinite(b):
+        return 0.0
+    return 1.0 / np.sqrt(a * b)
+
+
+@njit(cache=True)
+def factor_r_lu(ma, p, Rphi, ws, PL):
+    """:func:`factor_r` by coordinate partitioning: the leading matrix, the LU of
+    ``Phi_dep`` (no QR) and ``R^Phi``.  Returns False when ``Phi_dep`` is singular."""
+    leading_matrix(ma, p, ws)
+    if not partition_factor(ws.Th, PL):
+        return False
+    partition_r(ma, ws.Th, PL, Rphi)
+    return True
+
+
+@njit(cache=True)
+def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL=None):
     """Velocity problem (eq 19) and particular accelerations (eq 21 with ``zdd^i = 0``)
     with the factorisation of ``Theta_z`` left in ``ws`` by :func:`factor_r` at this
-    position."""
+    position (``PL``: the coordinate partition's, :func:`factor_r_lu`)."""
     A, r, u, bcol, Z, Zd, phi, h, hd, hdd = (ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.phi,
                                              ws.h, ws.hd, ws.hdd)
     V, beta, Rm = ws.V, ws.beta, ws.Rm
@@ -445,7 +586,10 @@ def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
         rhs[k] = -phi[k]
     for k in range(d):
         rhs[m + k] = zdi[k]
-    qr_solve(V, beta, Rm, rhs, zd)
+    if PL is None:
+        qr_solve(V, beta, Rm, rhs, zd)
+    else:
+        partition_solve(ma, ws.Th, PL, rhs, zd)
     K.frame_velocities(ma, zd, bcol, Z)
     # c = -(dPhi_z/dt zd + Phi_tt): acceleration residual with zdd = 0
     K.frame_accelerations(ma, zd, zero, r, u, bcol, Z, Zd)
@@ -455,7 +599,10 @@ def velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws):
         rhs[k] = -phi[k]
     for k in range(d):
         rhs[m + k] = -hdd[k]
-    qr_solve(V, beta, Rm, rhs, zddb)
+    if PL is None:
+        qr_solve(V, beta, Rm, rhs, zddb)
+    else:
+        partition_solve(ma, ws.Th, PL, rhs, zddb)
 
 
 @njit(cache=True)
