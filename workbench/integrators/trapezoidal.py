@@ -208,7 +208,7 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
                           pos_tol, pos_maxit, conservative,
                           T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out,
                           VIOL_out, VVIOL_out, IT_out, E_out, STEP_out, resume, a_init,
-                          aprev_init, nplain_init, kofs, KS_out, progress):
+                          aprev_init, nplain_init, kofs, KS_out, progress, partition=True):
     """Fixed-step implicit trapezoidal rule on the independent coordinates.
 
     Unknown per step: ``a = zdd^i_{n+1}``; ``z^i_{n+1} = z^i_n + h zd^i_n + h^2/4 (a_n + a)``,
@@ -220,6 +220,11 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     or, after two corrections, when the contraction they show puts the corrected iterate
     within a tenth of it (:func:`next_correction_converged`): its state is then evaluated
     without the residual that would only confirm it.
+
+    Closed loops whose DOF are joint coordinates solve with ``Theta_z`` at the Newton
+    iterates by the coordinate partition's ``m x m`` LU instead of the ``n x n`` QR while
+    the last node is far from singular (:data:`LU_HEALTHY`; ``partition`` False: the QR
+    throughout, the reference for the tests).
 
     Nodes next to a singular configuration of the constraints (MR.SING_SKIP, MR.SING_DOF_SHARE)
     are not used: the step is merged with the next one and the skipped output rows are
@@ -265,7 +270,7 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
         AR.borrow((T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out,
                    VVIOL_out, IT_out, E_out, STEP_out)),
         resume, AR.borrow(a_init), AR.borrow(aprev_init), nplain_init, kofs, AR.borrow(KS_out),
-        AR.borrow(progress), AR.borrow(own))
+        AR.borrow(progress), AR.borrow(own), partition)
     AR.keepalive(own)
     return out
 
@@ -273,7 +278,7 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
 @njit(cache=True, nogil=True)
 def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
                              pos_tol, pos_maxit, conservative, outs, resume, a_init, aprev_init,
-                             nplain_init, kofs, KS_out, progress, work):
+                             nplain_init, kofs, KS_out, progress, work, partition):
     """The run of :func:`integrate_semirecursive` with its work arrays ``work`` (borrowed
     views of the arrays it owns)."""
     (T_out, Z_out, ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out,
@@ -297,13 +302,26 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     zdi[:] = zdi0
     t = t0 if kofs == 0 else t0 + (kofs - 1) * h + h
 
+    # the coordinate partition (closed loops, coordinate DOF): the velocity and
+    # acceleration problems solve by its LU wherever it factorises (the state of a node is
+    # then the same bits however the step reached it, and a run resumed from it repeats
+    # it), the position problems and the merging test far from singular
+    # configurations only (healthy)
+    lu_able = partition and MR.partition_setup(ma, n, PL[0]) and not MR.constant_theta(ma)
+    healthy = False
+
     # ---- initial state: position, velocity, acceleration (Algorithm 1 lines 2-5)
     st, it, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol, pos_maxit, False)
     if st != OK:
         return st, 0, t, err, bad
-    st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, Rphi, ws)
+    st, bad = MR.factor_r(ma, p, z, Rphi, ws)
     if st != OK:
         return st, 0, t, 0.0, bad
+    lu_ok = lu_able and MR.partition_factor(ws.Th, PL)
+    if lu_ok:
+        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
+    else:
+        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
     bad = K.zero_length_spring(ma, p, ws.A, ws.r)
     if bad >= 0:
         return ST_ZERO_SPRING, 0, t, 0.0, bad
@@ -325,11 +343,8 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     MR.record_row(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
-    # the coordinate partition (closed loops, coordinate DOF): its LU at the initial
-    # state, and whether the next step may use it (healthy: far from singular)
-    lu_able = MR.partition_setup(ma, n, PL[0]) and not MR.constant_theta(ma)
-    healthy = False
-    if lu_able and MR.partition_factor(ws.Th, PL):
+    # whether the first step may use the partition's LU (healthy: far from singular)
+    if lu_ok:
         healthy = MR.partition_bound(ma, ws.Th, PL, Rphi) >= LU_HEALTHY
 
     _copy_state3(vn, vd, 1, 0)
@@ -432,24 +447,29 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         # the position did not move since Theta_z was factorised and R^Phi
                         # formed (a later Newton iterate: zi moved by h^2/4 da, within the
                         # position tolerance), or Theta_z is constant: both are still exact
-                        if use_lu:
+                        if lu_ok:
                             MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
                         else:
                             MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
                     elif use_lu:
                         fac_ok = MR.factor_r_lu(ma, p, Rphi, ws, PL)
+                        lu_ok = fac_ok
                         if not fac_ok:
                             status = _ST_LU_RETRY
                             break
                         MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
                         zfac[:] = z
                     else:
-                        st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb,
-                                                              Rphi, ws)
+                        st, bad = MR.factor_r(ma, p, z, Rphi, ws)
                         fac_ok = st == OK
                         if st != OK:
                             status = st
                             break
+                        lu_ok = lu_able and MR.partition_factor(ws.Th, PL)
+                        if lu_ok:
+                            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
+                        else:
+                            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
                         zfac[:] = z
                     for k in range(n):
                         zdd[k] = zddb[k]
@@ -526,6 +546,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                 healthy = False
                 MR.factor_theta(ma, p, cz, ws)
                 fac_ok = False
+                lu_ok = False
                 continue
             if use_lu and status != OK:
                 # a failed attempt leaves the QR of its last factorised iterate, as the QR's
@@ -581,9 +602,8 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                 IT_out, E_out)
         if KS_out.shape[1] > 0 and span == 1 and nsub == 1:
             # the state evaluated at the accepted Newton iterate is still in the work arrays
-            # (with the partition's LU: its QR, which the sweeps read, formed here)
-            if use_lu:
-                qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
+            # (after a step by the partition's LU its QR is not formed: the sweeps then take
+            # Theta_z^+ from the partition too, or form the QR)
             MR.store_state(ws, zd, zdd, tau, Rphi, KS_out[k1])
         if span > 1:
             # rows skipped by a merged step: interpolated and corrected onto the
@@ -602,19 +622,15 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             # leave the factorisation of the end node in ws (reused by the next step)
             MR.factor_theta(ma, p, cz, ws)
             fac_ok = False
+            lu_ok = False
             t = t0 + (kofs + k1 - 1) * h + h
             healthy = False
         elif lu_able:
             # the next step's factorisation: the partition's LU while the node is far from
             # singular (the bound at the node), else the QR (formed here after a step by
             # the LU, whose next position problem starts from it)
-            if use_lu:
-                if bound < 0.0:
-                    bound = MR.partition_bound(ma, ws.Th, PL, Rphi)
-            elif MR.partition_factor(ws.Th, PL):
-                bound = MR.partition_bound(ma, ws.Th, PL, Rphi)
-            else:
-                bound = 0.0
+            if bound < 0.0:
+                bound = MR.partition_bound(ma, ws.Th, PL, Rphi) if lu_ok else 0.0
             healthy = bound >= LU_HEALTHY
             if use_lu and not healthy:
                 qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)

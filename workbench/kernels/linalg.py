@@ -182,6 +182,30 @@ def lu_solve_factored(LU, piv, x):
 
 
 @njit(cache=True)
+def lu_solve_transpose_factored(LU, piv, x):
+    """``x <- A^-T x`` from :func:`lu_factor_small` of ``A``: the elimination (step ``k``:
+    the exchange ``P_k``, then ``E_k = I - l_k e_k^T`` with the multipliers ``l_k`` stored
+    below the diagonal of column ``k``) reduces ``A`` to ``U``, so ``A^-T = P_0 E_0^T ...
+    P_{n-1} E_{n-1}^T U^-T``."""
+    n = LU.shape[0]
+    for i in range(n):
+        s = x[i]
+        for j in range(i):
+            s -= LU[j, i] * x[j]
+        x[i] = s / LU[i, i]
+    for k in range(n - 1, -1, -1):
+        s = x[k]
+        for i in range(k + 1, n):
+            s -= LU[i, k] * x[i]
+        x[k] = s
+        p = piv[k]
+        if p != k:
+            tmp = x[k]
+            x[k] = x[p]
+            x[p] = tmp
+
+
+@njit(cache=True)
 def sigma_ratio(Rm, v):
     """Estimate of ``sigma_min / sigma_max`` of the ``n x n`` triangular factor ``Rm`` of
     :func:`qr_factor` (the singular values of ``Theta_z``); ``v`` receives the estimated
@@ -292,9 +316,10 @@ def column_pattern(R, ptr, idx):
 def projected_matrix(Rphi, M, out):
     """``out = Rphi^T M Rphi`` (explicit loops: small sizes, no BLAS call).
 
-    When at most a quarter of the entries of ``Rphi`` are non-zero (``R^Phi`` of an open
-    tree is a selection matrix; a QR solve leaves rounding-level entries elsewhere) only
-    those are visited, in the order of the dense sums: the same numbers."""
+    When at most half of the entries of ``Rphi`` are non-zero (``R^Phi`` of an open tree
+    is a selection matrix; by coordinate partitioning a closed loop's has the unit rows of
+    its DOF coordinates; a QR solve leaves rounding-level entries everywhere) only those
+    are visited, in the order of the dense sums: the same numbers."""
     n, d = Rphi.shape
     MR_ = _S256()[:n * d].reshape((n, d)) if n * d <= 256 else np.empty((n, d))
     cnt = 0
@@ -302,7 +327,7 @@ def projected_matrix(Rphi, M, out):
         for k in range(n):
             if Rphi[k, j] != 0.0:
                 cnt += 1
-    if 4 * cnt > n * d:
+    if 2 * cnt > n * d:
         for i in range(n):
             for j in range(d):
                 s = 0.0

@@ -28,7 +28,8 @@ from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
 from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, lu_solve_inplace,
-                                      maxabs, projected_matrix, qr_factor, qr_solve)
+                                      lu_solve_transpose_factored, maxabs, projected_matrix,
+                                      qr_factor, qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
@@ -553,6 +554,43 @@ def partition_bound(ma, Th, PL, Rphi):
     if a == 0.0 or not b > 0.0 or not np.isfinite(b):
         return 0.0
     return 1.0 / np.sqrt(a * b)
+
+
+@njit(cache=True)
+def theta_partitioned(ma, p, ws, PL, tau, mu, S):
+    """At a state whose position kinematics are in ``ws``: the leading matrix, the
+    partition's LU (:func:`partition_factor`), the constraint columns ``S`` of ``Theta_z^-1
+    = [S R^Phi]`` (``Phi_dep^-1`` on the dependent rows, exact zeros on the DOF rows) and
+    ``mu = Theta_z^-T tau`` (``Phi_dep^T mu[:m] = tau_dep``, ``mu[m + k] = tau_{i_k} -
+    Phi_z[:, i_k] . mu[:m]``): what the step Jacobians take from the QR otherwise.  False
+    when ``Phi_dep`` is singular (only the leading matrix is then formed)."""
+    leading_matrix(ma, p, ws)
+    Th = ws.Th
+    if not partition_factor(Th, PL):
+        return False
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    d = ma.dof_type.shape[0]
+    S[:, :] = 0.0
+    e = np.empty(m)
+    for i in range(m):
+        for c in range(m):
+            e[c] = 1.0 if c == i else 0.0
+        lu_solve_factored(LU, piv, e)
+        for c in range(m):
+            S[dep[c], i] = e[c]
+    for c in range(m):
+        e[c] = tau[dep[c]]
+    lu_solve_transpose_factored(LU, piv, e)
+    for c in range(m):
+        mu[c] = e[c]
+    for k in range(d):
+        col = ma.dof_i[k, 0]
+        s = tau[col]
+        for r in range(m):
+            s -= Th[r, col] * e[r]
+        mu[m + k] = s
+    return True
 
 
 @njit(cache=True)

@@ -40,7 +40,8 @@ from workbench.kernels import layout as AR
 from workbench.kernels import tangents as T
 from workbench.kernels import tree as K
 from workbench.kernels.layout import C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_PTCOMP, DOF_COORD
-from workbench.kernels.linalg import column_pattern, projected_matrix, qr_solve_transpose
+from workbench.kernels.linalg import (column_pattern, projected_matrix, qr_factor,
+                                      qr_solve_transpose)
 from workbench.kernels.measures import (MS_ACC, MS_COORD_ACC, MS_REACTION, measures, measures_t,
                                         point_cot, point_pos_t, vector_cot, vector_pos_t)
 from workbench.kernels.scalar import cam_profile_cs
@@ -214,13 +215,16 @@ def dtheta_mu(ma, p, dp, A, r, th, dr, db, bcol, R, mu, X, cZ, cdZ, w, sub):
 
 
 @njit(cache=True, inline="always")
-def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored, dyn=True):
+def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored, PL,
+           part_able, dyn=True):
     """Kinematics, R, tau and M^d at a converged position ``z`` (status returned;
     ``zddb`` receives the particular accelerations; ``dyn`` False: kinematics only,
     ``tau`` and ``Md`` are not computed).  ``stored``: the state as the integrator kept
     it (:func:`workbench.formulations.semirecursive.matrixr.store_state`), restored instead of
     re-evaluated when flagged
-    (``zddb`` is then not set); only ``M^d`` is evaluated."""
+    (``zddb`` is then not set); only ``M^d`` is evaluated.  ``part_able``: the velocity
+    and acceleration problems by the coordinate partition's LU (``PL``) where it
+    factorises, as the integrator solves them (the same bits)."""
     n = z.shape[0]
     d = zi.shape[0]
     if dyn and MR.load_state(stored, ws, zd, zdd, tau, R):
@@ -229,9 +233,13 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
         return MR.OK
     A, r, u = ws.A, ws.r, ws.u
     K.frame_positions(ma, p, z, A, r, u)
-    st, bad = MR.solve_velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, R, ws)
+    st, bad = MR.factor_r(ma, p, z, R, ws)
     if st != MR.OK:
         return st
+    if part_able and MR.partition_factor(ws.Th, PL):
+        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
+    else:
+        MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
     for k in range(n):
         zdd[k] = zddb[k]
         for j in range(d):
@@ -303,6 +311,30 @@ def theta_apply(S, R, b, x):
         if bj != 0.0:
             for k in range(n):
                 x[k] += R[k, j] * bj
+
+
+@njit(cache=True, inline="always")
+def theta_apply_part(ma, dep, S, R, b, x):
+    """:func:`theta_apply` when ``S`` and ``R^Phi`` come from the coordinate partition
+    (:func:`workbench.formulations.semirecursive.matrixr.theta_partitioned`): on the DOF
+    rows ``S`` is zero and ``R^Phi`` a unit row, so ``x = b[m + k]`` there; the dependent
+    rows ``dep`` take the sums of :func:`theta_apply` in its order (the same numbers)."""
+    m = dep.shape[0]
+    d = R.shape[1]
+    for k in range(d):
+        x[ma.dof_i[k, 0]] = b[m + k]
+    for c in range(m):
+        row = dep[c]
+        s = 0.0
+        for i in range(m):
+            bi = b[i]
+            if bi != 0.0:
+                s += S[row, i] * bi
+        for j in range(d):
+            bj = b[m + j]
+            if bj != 0.0:
+                s += R[row, j] * bj
+        x[row] = s
 
 
 @njit(cache=True, inline="always")
@@ -490,10 +522,13 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         nskip += pskip[q]
     gsp = sparse_columns(Gm, pskip)
     own = (make_step_workspace(ma, n, npar, nm, zskip), np.zeros((d, p.shape[0])), gsp,
-           fields_read(gsp[2], p.shape[0]), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)))
+           fields_read(gsp[2], p.shape[0]), np.zeros((ma.ty_pt.shape[0], 3, 3, 13)),
+           (np.zeros(ma.c_type.shape[0], dtype=np.int64),
+            np.zeros((ma.c_type.shape[0], ma.c_type.shape[0])),
+            np.zeros(ma.c_type.shape[0], dtype=np.int64)))
     # views without reference counts (the owners above and the caller's arrays outlive
     # the loop): no atomic increments when they are passed to the kernels
-    sw, gl, gsp, need, TJ = AR.borrow(own)
+    sw, gl, gsp, need, TJ, PL = AR.borrow(own)
     gcol, gptr, gidx, gval = gsp
     p, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip = AR.borrow((p, TT, ZZ, ZI, ZDI, AA, KS, Gm,
                                                              pkin, pskip))
@@ -521,11 +556,14 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
     dp_dirty = True
     pos_dirty = True
     com_dirty = True
+    # closed loops with coordinate DOF: Theta_z^+ by the coordinate partition
+    part_able = MR.partition_setup(ma, n, PL[0]) and not MR.constant_theta(ma)
     for i in range(i0, i1):
         kr = k0 + i
         t, zi, zdi, a, z, stored = TT[kr], ZI[kr], ZDI[kr], AA[kr], ZZ[kr], KS[kr]
         Jr, Mbar, Jm, mval = JR[i], MB[i], JM[i], MVb[i]
-        st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws.zddb, stored)
+        st = _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, ws.zddb, stored, PL,
+                    part_able)
         STb[i] = st
         if st != MR.OK:
             continue
@@ -540,11 +578,18 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
         # the tires' wrenches and their state Jacobians, once per row: the Z and V
         # directions take their tangents as products (T.tire_forces_t)
         T.tire_state_jacobians(ma, p, A, r, Z, Zd, TJ)
-        # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57)
-        qr_solve_transpose(V, beta, Rm, tau, mu)
-        # the constraint columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is
-        # then x = S a + R b (theta_apply), a product instead of a triangular solve
-        theta_columns(V, beta, Rm, m, Sm)
+        # mu = (Theta_z^+)^T tau for the derivative of R (eqs 56-57) and the constraint
+        # columns S of Theta_z^+ = [S R^Phi]: every tangent solve below is then x = S a +
+        # R b (theta_apply), a product instead of a triangular solve.  Closed loops with
+        # coordinate DOF: by the coordinate partition (the integrator's iterates far from
+        # singular keep no QR), else (or Phi_dep singular) by the QR of Theta_z
+        part = part_able and MR.theta_partitioned(ma, p, ws, PL, tau, mu, Sm)
+        if not part:
+            if part_able:
+                # the QR of the leading matrix theta_partitioned formed
+                qr_factor(ws.Th, V, beta, Rm, 1e-12)
+            qr_solve_transpose(V, beta, Rm, tau, mu)
+            theta_columns(V, beta, Rm, m, Sm)
         # reaction measures: lambda = -mu[:m] (Theta_z^T mu = tau and R^T tau = 0 on the
         # converged state: Phi_z^T lambda = -tau, seed 000 eq 61 on the manifold)
         for k in range(nm):
@@ -692,7 +737,10 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
                     rhs[k] = -dphi[k]
                 for k in range(d):
                     rhs[m + k] = -hl[k]
-                theta_apply(Sm, R, rhs, x)
+                if part:
+                    theta_apply_part(ma, PL[0], Sm, R, rhs, x)
+                else:
+                    theta_apply(Sm, R, rhs, x)
                 T.moved_frames(ma, dz, dzd, dzdd, has_p, mvf)
                 # + the columns times dzd (dzdd): frame_velocities_t (frame_accelerations_t) is
                 # linear in it
@@ -829,13 +877,16 @@ def measure_history(ma, p, form, TT, ZZ, ZI, ZDI, AA, ms_type, ms_a, ms_c, MV):
     Md = np.zeros((n, n))
     zddb = np.zeros(n)
     mu = np.zeros(ma.c_type.shape[0] + d)
+    m = ma.c_type.shape[0]
+    PL = (np.zeros(m, dtype=np.int64), np.zeros((m, m)), np.zeros(m, dtype=np.int64))
+    part_able = MR.partition_setup(ma, n, PL[0]) and not MR.constant_theta(ma)
     reactions = False
     for k in range(ms_type.shape[0]):
         if ms_type[k] == MS_REACTION:
             reactions = True
     for k in range(N):
         st = _state(ma, p, form, TT[k], ZI[k], ZDI[k], AA[k], ZZ[k].copy(), ws, zd, zdd, R,
-                    tau, Md, zddb, zddb[:0], reactions)
+                    tau, Md, zddb, zddb[:0], PL, part_able, reactions)
         if st != MR.OK:
             return st, k
         measures(ma, p, ws.A, ws.r, ws.Z, ws.Zd, ZZ[k], zd, zdd, ms_type, ms_a, ms_c, MV[k])
