@@ -436,31 +436,48 @@ def test_checkpointed_adjoint_equals_full_storage(variant):
 def test_kept_states_equal_a_re_evaluation():
     """The integrator keeps each plain row's state at the accepted Newton iterate and the
     sweeps read it instead of re-evaluating it: the kept state must be the state
-    re-evaluated from the row's stored coordinates (the initial row is not kept)."""
+    re-evaluated from the row's stored coordinates (the initial row is not kept).  The
+    five-bar's DOF are joint coordinates: after a step by the coordinate partition's LU
+    the row's QR factors of Theta_z are not formed (the step Jacobians take Theta_z^+
+    from the partition), so they are left out of the comparison."""
     cm = catalog.load("five-bar").compile()
     ma, n, d = cm.arrays, cm.n, cm.d
+    m = ma.c_type.shape[0]
     sim = simulate(cm, 0.06, 1e-3, keep_states=True)
     L = MR.state_record_size(ma, n)
     assert sim.states.shape == (len(sim.t), L)
     assert sim.states[0, 0] == 0.0 and np.all(sim.states[1:, 0] == 1.0)
     assert simulate(cm, 0.06, 1e-3).states is None
+    PL = (np.zeros(m, dtype=np.int64), np.zeros((m, m)), np.zeros(m, dtype=np.int64))
+    assert MR.partition_setup(ma, n, PL[0])
+    # the places of the QR factors in a row: those a change of them moves
+    ws = MR.make_workspace(ma, n)
+    v, Rz = np.zeros(n), np.zeros((n, d))
+    rows = []
+    for x in (1.0, 2.0):
+        ws.V[:], ws.beta[:], ws.Rm[:] = x, x, x
+        rows.append(np.zeros(L))
+        MR.store_state(ws, v, v, v, Rz, rows[-1])
+    qr_slots = rows[0] != rows[1]
+    assert qr_slots.sum() == n * (m + d) + n + n * n
     for k in (1, 23, 60):
         ws = MR.make_workspace(ma, n)
         zd, zdd, tau, zddb = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
         R, Md = np.zeros((n, d)), np.zeros((n, n))
         st = S._state(ma, ma.p, 0, sim.t[k], sim.zi[k], sim.zdi[k], sim.zddi[k],
-                      sim.z[k].copy(), ws, zd, zdd, R, tau, Md, zddb, np.zeros(0))
+                      sim.z[k].copy(), ws, zd, zdd, R, tau, Md, zddb, np.zeros(0), PL, True)
         assert st == MR.OK
         row = np.zeros(L)
         MR.store_state(ws, zd, zdd, tau, R, row)
         # 1e-13: the same kernels on the same floats (the integrator may reuse a
         # factorisation of Theta_z made at the same position)
-        np.testing.assert_allclose(row, sim.states[k], rtol=1e-13, atol=1e-13)
-        # and a kept row restores every array the step Jacobians read
+        np.testing.assert_allclose(row[~qr_slots], sim.states[k][~qr_slots], rtol=1e-13,
+                                   atol=1e-13)
+        # and a kept row restores every array the step Jacobians read (but the QR)
         ws2 = MR.make_workspace(ma, n)
         zd2, zdd2, tau2, R2 = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, d))
         assert MR.load_state(sim.states[k], ws2, zd2, zdd2, tau2, R2)
-        for i in (0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16, 22, 23, 24, 25):
+        for i in (0, 1, 2, 3, 4, 5, 14, 15, 16, 22, 23, 24, 25):
             np.testing.assert_allclose(ws2[i], ws[i], rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(R2, R, rtol=1e-13, atol=1e-13)
     assert not MR.load_state(np.zeros(0), ws2, zd2, zdd2, tau2, R2)
