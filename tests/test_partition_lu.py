@@ -19,8 +19,7 @@ from workbench.formulations.interface import FORM_COM
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.integrators import trapezoidal as TZ
 from workbench.integrators.simulation import RunJob
-from workbench.kernels.linalg import (lu_factor_small, lu_solve_transpose_factored,
-                                      sigma_ratio)
+from workbench.kernels.linalg import lu_factor_small, lu_solve_transpose_factored, sigma_ratio
 
 
 def _run(cm, t_end, dt, partition, keep=False):

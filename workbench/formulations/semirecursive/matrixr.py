@@ -27,7 +27,7 @@ from workbench.formulations.interface import FORM_COM, FORM_ORIGIN  # noqa: F401
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
-from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored, lu_solve_inplace,
+from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored,
                                       lu_solve_transpose_factored, maxabs, projected_matrix,
                                       qr_factor, qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
@@ -397,56 +397,18 @@ def partitioned_r(ma, Th, Rphi):
     ones, ``Theta_z R_j = [0; e_j]`` reads ``R[i_k, j] = delta_kj`` and
     ``Phi_dep R[dep, j] = -Phi_z[:, i_j]``: one ``m x m`` LU with partial pivoting instead
     of ``d`` solves with the ``n x n`` QR of ``Theta_z`` (``Th``: its first ``m`` rows are
-    ``Phi_z``).  Returns False, ``Rphi`` untouched, when a DOF is not a coordinate or
-    ``Phi_dep`` is numerically singular (then the QR solves form it)."""
+    ``Phi_z``; :func:`partition_factor`, :func:`partition_r`).  Returns False, ``Rphi``
+    untouched, when a DOF is not a coordinate or ``Phi_dep`` is numerically singular (then
+    the QR solves form it)."""
     m = ma.c_type.shape[0]
-    d = ma.dof_type.shape[0]
     n = Th.shape[1]
     if not coordinate_dofs(ma):
         return False
-    dep = np.empty(max(m, 1), dtype=np.int64)
-    isdof = np.zeros(n, dtype=np.int64)
-    for k in range(d):
-        isdof[ma.dof_i[k, 0]] = 1
-    c = 0
-    for k in range(n):
-        if isdof[k] == 0:
-            if c == m:
-                return False
-            dep[c] = k
-            c += 1
-    if c != m:
+    PL = (np.empty(m, dtype=np.int64), np.empty((m, m)), np.empty(m, dtype=np.int64))
+    if not _dependent_coords(ma, n, PL[0]) or not partition_factor(Th, PL):
         return False
-    A = np.empty((m, m))
-    X = np.empty((m, d))
-    W = np.empty((m, m))
-    for r in range(m):
-        for c in range(m):
-            A[r, c] = Th[r, dep[c]]
-        for j in range(d):
-            X[r, j] = -Th[r, ma.dof_i[j, 0]]
-    if not lu_solve_inplace(A, X, W):
-        return False
-    Rphi[:, :] = 0.0
-    for j in range(d):
-        Rphi[ma.dof_i[j, 0], j] = 1.0
-    for c in range(m):
-        for j in range(d):
-            Rphi[dep[c], j] = X[c, j]
+    partition_r(ma, Th, PL, Rphi)
     return True
-
-
-# ----------------------------------------------------------------------------------------
-# coordinate partitioning of Theta_z (closed loops whose DOF are joint coordinates)
-# ----------------------------------------------------------------------------------------
-#
-# With every DOF a joint coordinate ``z_{i_k}`` and the other ``m`` coordinates the
-# dependent ones, ``Theta_z = [Phi_z; B]`` is, up to a permutation of its columns, the block
-# triangular ``[[Phi_dep, Phi_dof], [0, I]]``: ``Theta_z x = b`` is ``x_{i_k} = b_{m+k}`` and
-# ``Phi_dep x_dep = b[:m] - Phi_dof x_dof``, one ``m x m`` LU instead of the ``n x n`` QR.
-# ``PL = (dep, LU, piv)``: the dependent coordinates (:func:`partition_setup`), the factors
-# of ``Phi_dep`` and their pivots (:func:`partition_factor`).  The integrator uses it at
-# the Newton iterates of a configuration far from singular (:func:`partition_bound`).
 
 
 @njit(cache=True)
@@ -457,6 +419,15 @@ def partition_setup(ma, n, dep):
     d = ma.dof_type.shape[0]
     if m == 0 or not coordinate_dofs(ma) or m + d != n:
         return False
+    return _dependent_coords(ma, n, dep)
+
+
+@njit(cache=True)
+def _dependent_coords(ma, n, dep):
+    """The ``m`` coordinates that are not a DOF's into ``dep``; False when there are not
+    ``m`` of them (redundant closures)."""
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
     isdof = np.zeros(n, dtype=np.int64)
     for k in range(d):
         isdof[ma.dof_i[k, 0]] = 1
@@ -504,8 +475,7 @@ def partition_solve(ma, Th, PL, b, x):
 
 @njit(cache=True)
 def partition_r(ma, Th, PL, Rphi):
-    """``R^Phi`` (eq 16) by the factors of :func:`partition_factor`: the same operations
-    as :func:`partitioned_r` (the same bits), without its own factorisation."""
+    """``R^Phi`` (eq 16) by the factors of :func:`partition_factor`."""
     dep, LU, piv = PL
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
