@@ -493,6 +493,14 @@ def partition_r(ma, Th, PL, Rphi):
             Rphi[dep[c], j] = X[c, j]
 
 
+@njit(cache=True, inline="always")
+def _inverse_column(LU, piv, i, e):
+    """Column ``i`` of ``Phi_dep^-1`` into ``e`` (the factors of :func:`partition_factor`)."""
+    for c in range(e.shape[0]):
+        e[c] = 1.0 if c == i else 0.0
+    lu_solve_factored(LU, piv, e)
+
+
 @njit(cache=True)
 def partition_bound(ma, Th, PL, Rphi):
     """A lower bound of ``sigma_min / sigma_max`` of ``Theta_z``: ``1 / (|Theta_z|_F
@@ -516,9 +524,7 @@ def partition_bound(ma, Th, PL, Rphi):
             b += Rphi[c, j] * Rphi[c, j]
     e = np.empty(m)
     for i in range(m):
-        for r in range(m):
-            e[r] = 1.0 if r == i else 0.0
-        lu_solve_factored(LU, piv, e)
+        _inverse_column(LU, piv, i, e)
         for r in range(m):
             b += e[r] * e[r]
     if a == 0.0 or not b > 0.0 or not np.isfinite(b):
@@ -544,9 +550,7 @@ def theta_partitioned(ma, p, ws, PL, tau, mu, S):
     S[:, :] = 0.0
     e = np.empty(m)
     for i in range(m):
-        for c in range(m):
-            e[c] = 1.0 if c == i else 0.0
-        lu_solve_factored(LU, piv, e)
+        _inverse_column(LU, piv, i, e)
         for c in range(m):
             S[dep[c], i] = e[c]
     for c in range(m):
