@@ -203,6 +203,53 @@ def at_noise_floor(it, dnorm, rn, rbest, anorm):
 # ----------------------------------------------------------------------------------------
 
 
+@njit(cache=True)
+def full_accelerations(zddb, Rphi, a, zdd):
+    """``zdd = zddb + R^Phi zdd^i`` (seed 001 eq 21): the accelerations of every coordinate
+    from the particular ones and the DOF accelerations."""
+    n, d = Rphi.shape
+    for k in range(n):
+        s = zddb[k]
+        for j in range(d):
+            s += Rphi[k, j] * a[j]
+        zdd[k] = s
+
+
+@njit(cache=True)
+def predict_position(cz, czd, czdd, hs, Rphi, a, ca, along, w, z):
+    """The position predictor of a step of length ``hs`` from the node ``cz, czd, czdd``:
+    ``z = z_n + hs zd_n + hs^2/2 zdd_n``, with ``along`` ``+ R^Phi hs^2/4 (a - a_n)``
+    (``a``: the predicted DOF accelerations, ``R^Phi`` of the node): the trapezoidal update
+    of ``z^i`` carried to every coordinate to first order (exact on the DOF coordinates).
+    ``w``: a work vector (d)."""
+    n = z.shape[0]
+    d = a.shape[0]
+    c = 0.25 * hs * hs
+    if along:
+        for j in range(d):
+            w[j] = c * (a[j] - ca[j])
+    for k in range(n):
+        s = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
+        if along:
+            for j in range(d):
+                s += Rphi[k, j] * w[j]
+        z[k] = s
+
+
+@njit(cache=True)
+def shift_position(Rphi, da, c, w, z):
+    """``z += R^Phi c da``: the first-order move of the position when ``z^i`` moves by
+    ``c da`` (seed 001 eq 16; ``R^Phi`` at ``z``).  ``w``: a work vector (d)."""
+    n, d = Rphi.shape
+    for j in range(d):
+        w[j] = c * da[j]
+    for k in range(n):
+        s = z[k]
+        for j in range(d):
+            s += Rphi[k, j] * w[j]
+        z[k] = s
+
+
 @njit(cache=True, nogil=True)
 def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_tol, newton_maxit,
                           pos_tol, pos_maxit, conservative,
@@ -220,6 +267,13 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     or, after two corrections, when the contraction they show puts the corrected iterate
     within a tenth of it (:func:`next_correction_converged`): its state is then evaluated
     without the residual that would only confirm it.
+
+    The position problems start along ``R^Phi`` (eq 16): the predictor carries the
+    trapezoidal update of ``z^i`` to every coordinate (:func:`predict_position`), and after
+    a correction that moves ``z^i`` by more than ``pos_tol`` the iterate moves by ``R^Phi
+    h^2/4 da`` (:func:`shift_position`).  A smaller move leaves ``z`` and its
+    factorisation as they are, so that a node's state is that of a factorisation at its
+    own ``z`` (a run resumed from it repeats it).
 
     Closed loops whose DOF are joint coordinates solve with ``Theta_z`` at the Newton
     iterates by the coordinate partition's ``m x m`` LU instead of the ``n x n`` QR while
@@ -336,10 +390,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             a[k] = -rhs[k]
         if not lu_solve_inplace(Mb, a.reshape((d, 1)), Mw):
             return ST_MASS, 0, t, 0.0, -1
-    for k in range(n):
-        zdd[k] = zddb[k]
-        for j in range(d):
-            zdd[k] += Rphi[k, j] * a[j]
+    full_accelerations(zddb, Rphi, a, zdd)
     MR.record_row(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
@@ -364,6 +415,9 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     # an open tree: Theta_z is constant, the position problem is z = z^i and the
     # factorisation and R^Phi of the initial state serve every iterate
     const_theta = MR.constant_theta(ma)
+    # the position predictor and the later iterates start along R^Phi (not needed when
+    # Theta_z is constant: the position is then z^i itself)
+    along = not const_theta
     keep = KS_out.shape[1] > 0
     k0 = 0                               # last output row written
     while k0 < nsteps:
@@ -412,8 +466,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                             a[k] = ca[k] + (hs / h) * (ca[k] - hist[0, k])
                         else:
                             a[k] = ca[k]
-                for k in range(n):
-                    z[k] = cz[k] + hs * czd[k] + 0.5 * hs * hs * czdd[k]
+                predict_position(cz, czd, czdd, hs, Rphi, a, ca, along, rhs, z)
                 converged = False
                 dnorm = np.inf
                 dprev = np.inf
@@ -471,10 +524,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         else:
                             MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
                         zfac[:] = z
-                    for k in range(n):
-                        zdd[k] = zddb[k]
-                        for j in range(d):
-                            zdd[k] += Rphi[k, j] * a[j]
+                    full_accelerations(zddb, Rphi, a, zdd)
                     bad = K.zero_length_spring(ma, p, ws.A, ws.r)
                     if bad >= 0:
                         status = ST_ZERO_SPRING
@@ -531,6 +581,11 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         break
                     for k in range(d):
                         a[k] += da[k]
+                    if along and 0.25 * hs * hs * dnorm > pos_tol:
+                        # z^i moves by h^2/4 da: the position problem starts from the move
+                        # along R^Phi (at z: the factorisation is at this iterate).  A
+                        # smaller move leaves z, and the factorisation stays bitwise at it
+                        shift_position(Rphi, da, 0.25 * hs * hs, rhs, z)
                     final = it >= 1 and next_correction_converged(dnorm, dprev, newton_tol,
                                                                   anorm)
                     dprev = dnorm

@@ -1,0 +1,100 @@
+"""The starts of the trapezoidal rule's position problems along ``R^Phi``
+(:func:`workbench.integrators.trapezoidal.predict_position`, :func:`shift_position`).
+
+The references are independent of those kernels: the trapezoidal update of the DOF (the
+definition of the step), the position problem solved by Newton-Raphson to rounding
+(``MR.solve_position``), and the rows the integrator stored."""
+
+import numpy as np
+import pytest
+
+from workbench import simulate
+from workbench.apps.bench import closed_chain
+from workbench.apps.vehicle import prepare
+from workbench.formulations.semirecursive import matrixr as MR
+from workbench.integrators import trapezoidal as TZ
+
+
+@pytest.fixture(scope="module")
+def runs():
+    buggy = prepare("buggy-dlc")
+    cc = closed_chain(10).compile()
+    bc = buggy.compile()
+    h_b = float(buggy.meta["dt"])
+    return {"closed chain": (cc, simulate(cc, 0.3, 1e-3), 1e-3),
+            "buggy": (bc, simulate(bc, 150 * h_b, h_b), h_b)}
+
+
+def _node(cm, sim, k):
+    """The workspace at row ``k`` (position kinematics) and ``R^Phi`` there."""
+    ma, p = cm.arrays, cm.arrays.p
+    ws = MR.make_workspace(ma, cm.n)
+    z = sim.z[k].copy()
+    st, _, err, _ = MR.solve_position(ma, p, sim.t[k], sim.zi[k], z, ws, 1e-12, 20, False)
+    assert st == MR.OK
+    R = np.zeros((cm.n, sim.zi.shape[1]))
+    st, _ = MR.factor_r(ma, p, z, R, ws)
+    assert st == MR.OK
+    return ws, z, R
+
+
+@pytest.mark.parametrize("name", ["closed chain", "buggy"])
+def test_predictor_along_r_is_the_trapezoidal_update_on_the_dof_coordinates(runs, name):
+    """On a DOF coordinate ``R^Phi``'s row is a unit row, so the predicted position there is
+    ``z_n + h zd^i + h^2/4 (a_n + a)``, the trapezoidal update itself (from the node's
+    coordinate ``z_n``, within the position tolerance of ``z^i``); every coordinate is
+    nearer the next stored row than the plain second-order predictor's."""
+    cm, sim, h = runs[name]
+    ma = cm.arrays
+    d = sim.zi.shape[1]
+    gain = []
+    for k in (40, 90, 140):
+        _, z, R = _node(cm, sim, k)
+        a_pred = sim.zddi[k + 1]
+        w = np.zeros(d)
+        zp = np.zeros(cm.n)
+        TZ.predict_position(z, sim.zd[k], sim.zdd[k], h, R, a_pred, sim.zddi[k], True, w, zp)
+        z0 = np.zeros(cm.n)
+        TZ.predict_position(z, sim.zd[k], sim.zdd[k], h, R, a_pred, sim.zddi[k], False, w, z0)
+        for j in range(d):
+            c = ma.dof_i[j, 0]
+            # the node's coordinate (within the position tolerance of z^i) updated as z^i is
+            upd = z[c] + h * sim.zdi[k, j] + 0.25 * h * h * (sim.zddi[k, j] + a_pred[j])
+            # rounding: the same terms summed in another order (a few ulps of |z|)
+            assert abs(zp[c] - upd) <= 8e-16 * (1.0 + abs(upd))
+        e_along = np.abs(zp - sim.z[k + 1]).max()
+        e_plain = np.abs(z0 - sim.z[k + 1]).max()
+        gain.append(e_plain / e_along)
+    # the plain predictor errs by h^2/4 |R (a - a_n)| ~ h^3 on every coordinate; along R^Phi
+    # the error is the manifold's curvature term (measured 2.7 to 4e8 times smaller)
+    assert min(gain) > 2.0, gain
+
+
+@pytest.mark.parametrize("name", ["closed chain", "buggy"])
+def test_shift_is_the_first_order_move_of_the_position(runs, name):
+    """``z + R^Phi dz^i`` against the position problem solved at ``z^i + dz^i``: the error
+    is second order in ``dz^i`` (a tenth of the move: a hundredth of the error) and far
+    below the move itself."""
+    cm, sim, _ = runs[name]
+    ma, p = cm.arrays, cm.arrays.p
+    d = sim.zi.shape[1]
+    rng = np.random.default_rng(3)
+    k = 100
+    ws, z, R = _node(cm, sim, k)
+    direction = rng.standard_normal(d)
+    errs = []
+    for eps in (1e-3, 1e-4):
+        c = 0.5 * eps
+        zs = z.copy()
+        TZ.shift_position(R, direction, c, np.zeros(d), zs)
+        zstar = z.copy()
+        st, _, _, _ = MR.solve_position(ma, p, sim.t[k], sim.zi[k] + c * direction, zstar,
+                                        MR.make_workspace(ma, cm.n), 1e-14, 50, False)
+        assert st == MR.OK
+        move = np.abs(zstar - z).max()
+        err = np.abs(zstar - zs).max()
+        assert err < 1e-2 * move
+        errs.append(err)
+    # second order: 100x smaller for a 10x smaller move (30-300: the third-order term and
+    # the solve's rounding, ~1e-14, at the smaller move)
+    assert 30.0 < errs[0] / errs[1] < 300.0, errs
