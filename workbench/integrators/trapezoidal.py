@@ -984,9 +984,11 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
         hist[0] = an
         nplain = min(nplain + 1, PRED_HIST)
         t = t0 + (kofs + k0) * h + h
-        hh = 0.5 * h * h
-        for k in range(N):
-            q[k] += h * qd[k] + hh * qdd[k]
+        # the position predictor along R (integrate_semirecursive; R of the last step's
+        # first iterate: a start, not a result)
+        predict_position(q, qd, qdd, h, Rphi, a, an, True, skv, q)
+        # the position moved since Theta_q was factorised and the operand values taken
+        shifted = False
         dnorm = np.inf
         dprev = np.inf
         rbest = np.inf
@@ -1001,7 +1003,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 # after the first iterate of a step q is the converged position of the
                 # last one, whose operand values pr.OV still holds
                 st, pit, err, bad = G.solve_position_p(ga, ma, pr, p, t, zi, q, aref, ws,
-                                                       pos_tol, pos_maxit, True, it > 0)
+                                                       pos_tol, pos_maxit, True,
+                                                       it > 0 and not shifted)
             else:
                 st, pit, err, bad = G.solve_position(ga, ma, p, t, zi, q, aref, ws, pos_tol,
                                                      pos_maxit, True)
@@ -1010,7 +1013,7 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
             # Theta_q was factorised at this very q by the previous iterate when the
             # position did not move (dz^i within the position tolerance): reused, the
             # same bits as refactorising
-            refactor = it == 0 or pit > 0
+            refactor = it == 0 or pit > 0 or shifted
             # qdd = qdd_b + R a by one solve; R itself only for the iteration matrix
             if prog:
                 st, bad = G.solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws,
@@ -1107,6 +1110,11 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
                 break
             for k in range(d):
                 a[k] += da[k]
+            # a move of z^i above the position tolerance: the position problem starts
+            # from the move along R (integrate_semirecursive)
+            shifted = 0.25 * h * h * dnorm > pos_tol
+            if shifted:
+                shift_position(Rphi, da, 0.25 * h * h, skv, q)
             final = it >= 1 and next_correction_converged(dnorm, dprev, newton_tol, anorm)
             dprev = dnorm
         if not converged:

@@ -491,6 +491,33 @@ def make_block(N, d, npar, nm, B=None):
             np.zeros((B, nm, 3 * d + npar)), np.zeros((B, nm)), np.zeros(B, dtype=np.int64))
 
 
+@njit(cache=True)
+def residual_column(R, rptr, ridx, dtau, static, col, subv, Sdr, Jr):
+    """Column ``col`` of the residual's Jacobian, ``dr = R^T dtau + dR^T tau`` with ``dR^T
+    tau = -(dTheta R)^T mu = -subv`` (eqs 53-57; ``R^T dtau`` over the nonzero rows
+    ``ridx[rptr[j]:rptr[j + 1]]`` of each column of ``R``).  ``static``: ``dTheta = 0``.
+    Along the position directions (``col < d``) ``mu^T dTheta[R_i] R_j = mu^T Phi_zz(R_i,
+    R_j)`` is symmetric in ``(i, j)`` (a second derivative; ``Phi_t`` does not depend on
+    ``z``): the entries below the diagonal are read from ``Sdr``, where the earlier
+    directions left them."""
+    d = Jr.shape[0]
+    for j in range(d):
+        s = 0.0
+        for t_ in range(rptr[j], rptr[j + 1]):
+            k = ridx[t_]
+            s += R[k, j] * dtau[k]
+        if static:
+            Jr[j, col] = s
+            continue
+        if col < d and j < col:
+            Jr[j, col] = s - Sdr[col, j]
+            continue
+        sub = subv[j]
+        if col < d:
+            Sdr[j, col] = sub
+        Jr[j, col] = s - sub
+
+
 @njit(cache=True, nogil=True)
 def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, ms_type, ms_a,
                   ms_c, k0, i0, i1, blk, rzz):
@@ -791,24 +818,7 @@ def jacobian_rows(ma, p, form, TT, ZZ, ZI, ZDI, AA, KS, Gm, pkin, pskip, zskip, 
             if reactions:
                 reaction_tangents(Sm, R, Md, dtau, wv, static, is_v, col, d, ms_type, ms_a, Jm,
                                   jc)
-            for j in range(d):
-                s = 0.0
-                for t_ in range(rptr[j], rptr[j + 1]):
-                    k = ridx[t_]
-                    s += R[k, j] * dtau[k]
-                if static:
-                    # dTheta = 0: no change of R
-                    Jr[j, col] = s
-                    continue
-                if col < d and j < col:
-                    # mu^T dTheta[R_i] R_j = mu^T Phi_zz(R_i, R_j) is symmetric in (i, j) (a
-                    # second derivative; Phi_t does not depend on z): computed for (j, i)
-                    Jr[j, col] = s - Sdr[col, j]
-                    continue
-                sub = subv[j]
-                if col < d:
-                    Sdr[j, col] = sub
-                Jr[j, col] = s - sub
+            residual_column(R, rptr, ridx, dtau, static, col, subv, Sdr, Jr)
         if nskip > 0:
             reverse_columns(ma, p, z, zd, (A, r, bcol, Z, Zd), RjT, ZR, gcol, gptr, gidx, gval,
                             need, Jr, gl)
