@@ -268,12 +268,13 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     within a tenth of it (:func:`next_correction_converged`): its state is then evaluated
     without the residual that would only confirm it.
 
-    The position problems start along ``R^Phi`` (eq 16): the predictor carries the
-    trapezoidal update of ``z^i`` to every coordinate (:func:`predict_position`), and after
-    a correction that moves ``z^i`` by more than ``pos_tol`` the iterate moves by ``R^Phi
-    h^2/4 da`` (:func:`shift_position`).  A smaller move leaves ``z`` and its
-    factorisation as they are, so that a node's state is that of a factorisation at its
-    own ``z`` (a run resumed from it repeats it).
+    The position problems start from the plain predictor ``z_n + h zd_n + h^2/2 zdd_n``
+    and, at later iterates, from the last position.  Starts along ``R^Phi``
+    (:func:`predict_position` with ``along``, :func:`shift_position`, as
+    :func:`integrate_natural` does) save a third of the closed chain's position evaluations
+    but leave positions converged just inside ``pos_tol`` where they now converge well
+    below it: central differences of the trajectory become ~30 x noisier, and near
+    singular configurations ``R^Phi`` grows without bound (docs/performance.md).
 
     Closed loops whose DOF are joint coordinates solve with ``Theta_z`` at the Newton
     iterates by the coordinate partition's ``m x m`` LU instead of the ``n x n`` QR while
@@ -415,9 +416,6 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
     # an open tree: Theta_z is constant, the position problem is z = z^i and the
     # factorisation and R^Phi of the initial state serve every iterate
     const_theta = MR.constant_theta(ma)
-    # the position predictor and the later iterates start along R^Phi (not needed when
-    # Theta_z is constant: the position is then z^i itself)
-    along = not const_theta
     keep = KS_out.shape[1] > 0
     k0 = 0                               # last output row written
     while k0 < nsteps:
@@ -466,7 +464,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                             a[k] = ca[k] + (hs / h) * (ca[k] - hist[0, k])
                         else:
                             a[k] = ca[k]
-                predict_position(cz, czd, czdd, hs, Rphi, a, ca, along, rhs, z)
+                predict_position(cz, czd, czdd, hs, Rphi, a, ca, False, rhs, z)
                 converged = False
                 dnorm = np.inf
                 dprev = np.inf
@@ -581,11 +579,6 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         break
                     for k in range(d):
                         a[k] += da[k]
-                    if along and 0.25 * hs * hs * dnorm > pos_tol:
-                        # z^i moves by h^2/4 da: the position problem starts from the move
-                        # along R^Phi (at z: the factorisation is at this iterate).  A
-                        # smaller move leaves z, and the factorisation stays bitwise at it
-                        shift_position(Rphi, da, 0.25 * hs * hs, rhs, z)
                     final = it >= 1 and next_correction_converged(dnorm, dprev, newton_tol,
                                                                   anorm)
                     dprev = dnorm
@@ -984,8 +977,8 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
         hist[0] = an
         nplain = min(nplain + 1, PRED_HIST)
         t = t0 + (kofs + k0) * h + h
-        # the position predictor along R (integrate_semirecursive; R of the last step's
-        # first iterate: a start, not a result)
+        # the position predictor along R (predict_position; R of the last step's first
+        # iterate: a start, not a result)
         predict_position(q, qd, qdd, h, Rphi, a, an, True, skv, q)
         # the position moved since Theta_q was factorised and the operand values taken
         shifted = False
@@ -1111,7 +1104,7 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
             for k in range(d):
                 a[k] += da[k]
             # a move of z^i above the position tolerance: the position problem starts
-            # from the move along R (integrate_semirecursive)
+            # from the move along R (shift_position)
             shifted = 0.25 * h * h * dnorm > pos_tol
             if shifted:
                 shift_position(Rphi, da, 0.25 * h * h, skv, q)
