@@ -1,9 +1,11 @@
 """The starts of the trapezoidal rule's position problems along ``R^Phi``
-(:func:`workbench.integrators.trapezoidal.predict_position`, :func:`shift_position`).
+(:func:`workbench.integrators.trapezoidal.predict_position`, :func:`shift_position`; the
+global loop :func:`integrate_natural` starts along its ``R`` with them), tested at states
+of semi-recursive runs.
 
 The references are independent of those kernels: the trapezoidal update of the DOF (the
-definition of the step), the position problem solved by Newton-Raphson to rounding
-(``MR.solve_position``), and the rows the integrator stored."""
+definition of the step) and the position problem solved by Newton-Raphson to rounding
+(``MR.solve_position``)."""
 
 import numpy as np
 import pytest
@@ -26,16 +28,16 @@ def runs():
 
 
 def _node(cm, sim, k):
-    """The workspace at row ``k`` (position kinematics) and ``R^Phi`` there."""
+    """The position of row ``k`` (its position problem solved again) and ``R^Phi`` there."""
     ma, p = cm.arrays, cm.arrays.p
     ws = MR.make_workspace(ma, cm.n)
     z = sim.z[k].copy()
-    st, _, err, _ = MR.solve_position(ma, p, sim.t[k], sim.zi[k], z, ws, 1e-12, 20, False)
+    st, _, _, _ = MR.solve_position(ma, p, sim.t[k], sim.zi[k], z, ws, 1e-12, 20, False)
     assert st == MR.OK
     R = np.zeros((cm.n, sim.zi.shape[1]))
     st, _ = MR.factor_r(ma, p, z, R, ws)
     assert st == MR.OK
-    return ws, z, R
+    return z, R
 
 
 @pytest.mark.parametrize("name", ["closed chain", "buggy"])
@@ -50,7 +52,7 @@ def test_predictor_along_r_is_the_trapezoidal_update_on_the_dof_coordinates(runs
     d = sim.zi.shape[1]
     gain = []
     for k in (40, 90, 140):
-        _, z, R = _node(cm, sim, k)
+        z, R = _node(cm, sim, k)
         a_pred = sim.zddi[k + 1]
         w = np.zeros(d)
         zp = np.zeros(cm.n)
@@ -90,7 +92,7 @@ def test_shift_is_the_first_order_move_of_the_position(runs, name):
     d = sim.zi.shape[1]
     rng = np.random.default_rng(3)
     k = 100
-    ws, z, R = _node(cm, sim, k)
+    z, R = _node(cm, sim, k)
     direction = rng.standard_normal(d)
     errs = []
     for eps in (1e-3, 1e-4):

@@ -272,9 +272,10 @@ def integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_to
     and, at later iterates, from the last position.  Starts along ``R^Phi``
     (:func:`predict_position` with ``along``, :func:`shift_position`, as
     :func:`integrate_natural` does) save a third of the closed chain's position evaluations
-    but leave positions converged just inside ``pos_tol`` where they now converge well
-    below it: central differences of the trajectory become ~30 x noisier, and near
-    singular configurations ``R^Phi`` grows without bound (docs/performance.md).
+    but leave positions converged just inside ``pos_tol``, where the plain start's
+    correction leaves them well below it: central differences of the trajectory become
+    ~30 x noisier, and near singular configurations ``R^Phi`` grows without bound
+    (docs/performance.md).
 
     Closed loops whose DOF are joint coordinates solve with ``Theta_z`` at the Newton
     iterates by the coordinate partition's ``m x m`` LU instead of the ``n x n`` QR while
