@@ -28,6 +28,8 @@ PACKAGES = ("workbench", "components", "studies")
 LAYERS: dict[str, int] = {
     # typed errors: imported by every layer
     "workbench.errors": 0,
+    # the kernels' cache stamp (installed by workbench/__init__.py before any kernel exists)
+    "workbench._numba_cache": 0,
     # scalar numba helpers shared by the model description (time functions) and the kernels
     "workbench.kernels.scalar": 1,
     # the model description proper: elements, units, writing a model back

@@ -7,7 +7,13 @@ Public API (everything a user needs; the subpackages are the layers behind it, s
     catalog
 """
 
-from workbench import objectives
+# first, before any kernel is defined: the kernels' cache entries carry a stamp of the
+# whole package's sources (a change in one file recompiles its callers in others)
+from workbench._numba_cache import install as _install_cache_stamps
+
+_install_cache_stamps()
+
+from workbench import objectives  # noqa: E402
 from workbench.compiled import CompiledModel, compile_model
 from workbench.errors import (AssemblyError, ModelError, NewtonConvergenceError, NonFiniteError,
                               SensitivityError, SimulationError, SingularConfigurationError,
