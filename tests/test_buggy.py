@@ -124,9 +124,11 @@ def test_double_lane_change_direct_adjoint_and_differences_agree():
     assert np.max(np.abs(rx)) > 1e-2                     # the car rolls
 
 
-def test_wheel_spin_positions_are_cyclic_and_skipping_them_is_exact(monkeypatch):
+def test_wheel_spins_and_plane_motions_are_skipped_and_skipping_them_is_exact(monkeypatch):
     """The wheels are axisymmetric about their spin axes and only their centres and spin
-    axes are read: the spin-angle columns of the step Jacobians vanish and are skipped.
+    axes are read; the car on its flat road can be moved horizontally without changing
+    anything the equations or the roll-rate measure read.  The position columns of the
+    step Jacobians of those six DOF vanish and are skipped.
     The gradient equals the one computed with every column (rounding only); a measure
     that does depend on a wheel's orientation turns the skip off for that wheel."""
     import workbench.sensitivities.driver as SE
@@ -134,8 +136,11 @@ def test_wheel_spin_positions_are_cyclic_and_skipping_them_is_exact(monkeypatch)
     cm = vehicle.prepare("buggy-dlc").compile()
     co = SE.resolve_objectives(cm, None)
     spins = [cm.dof_names.index(f"{w}_spin") for w in ("fl", "fr", "rl", "rr")]
+    # and the symmetries of a vehicle on a flat road (compiled.parameters.symmetry_dofs):
+    # its horizontal translations
+    plane = [cm.dof_names.index(f"chassis.{c}") for c in ("x", "y")]
     skip = SE.cyclic_dofs(cm, co)
-    assert sorted(np.nonzero(skip)[0].tolist()) == sorted(spins)
+    assert sorted(np.nonzero(skip)[0].tolist()) == sorted(spins + plane)
     body = compile_objectives(cm, [angular_velocity("w", "fl_wheel", components="x",
                                                     frame="body")])
     assert SE.cyclic_dofs(cm, body)[cm.dof_names.index("fl_spin")] == 0
@@ -147,6 +152,34 @@ def test_wheel_spin_positions_are_cyclic_and_skipping_them_is_exact(monkeypatch)
         full = sensitivity(cm, method=m, **kw).gradient
         # the skipped columns are zero in exact arithmetic: rounding-level differences
         np.testing.assert_allclose(fast[m], full, rtol=1e-12, atol=0)
+
+
+def test_the_plane_motions_are_skipped_only_where_nothing_read_changes():
+    """``symmetry_dofs`` against what each case changes: a road with a step along x leaves
+    only the lateral translation; a measured point position keeps the translation along
+    its component (a velocity does not); the yaw is never skipped (at fixed DOF rates it
+    would turn the car against its global velocity); a mechanism anchored to the ground
+    has none."""
+    import workbench.sensitivities.driver as SE
+    from workbench.compiled.parameters import symmetry_dofs
+    from workbench.objectives import compile_objectives, point_position, point_velocity
+
+    def names(cm, co):
+        return sorted(cm.dof_names[i] for i in np.nonzero(symmetry_dofs(cm, co))[0])
+
+    dlc = vehicle.prepare("buggy-dlc").compile()
+    step = vehicle.prepare("buggy-step").compile()
+    assert names(dlc, SE.resolve_objectives(dlc, None)) == ["chassis.x", "chassis.y"]
+    assert names(step, SE.resolve_objectives(step, None)) == ["chassis.y"]
+    G = "chassis.G"
+    for comp, kept in (("x", ["chassis.y"]), ("y", ["chassis.x"]),
+                       ("z", ["chassis.x", "chassis.y"])):
+        co = compile_objectives(dlc, [point_position("p", G, comp)])
+        assert names(dlc, co) == kept, comp
+    co = compile_objectives(dlc, [point_velocity("v", G, "x")])
+    assert names(dlc, co) == ["chassis.x", "chassis.y"]
+    fb = catalog.load("five-bar").compile()
+    assert not np.any(symmetry_dofs(fb, SE.resolve_objectives(fb, None)))
 
 
 # ----------------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ import numpy as np
 from workbench.compiled.build import CompiledModel
 from workbench.errors import ModelError, UnknownNameError
 from workbench.kernels import measures as MS
+from workbench.kernels import tree as K
 from workbench.kernels.layout import (AF_FORCE, C_CAM, C_DIST, C_DOTVP, C_DOTVV, C_DRIVE, C_PTCOMP,
-                                      DOF_COORD, DOF_POINT, REVOLUTE)
+                                      DOF_COORD, DOF_POINT, FIXED, PRISMATIC, REVOLUTE)
 from workbench.kernels.tangents import dof_initial_t
 
 
@@ -194,6 +195,123 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
                    for k in used_vcs if int(vc_body[k]) == b):
             continue
         out[col] = 1
+    return out | symmetry_dofs(cm, co)
+
+
+def _used_elements(ma, co) -> tuple:
+    """``(points, vectors)``: every model point and vector the equations and the measures
+    of ``co`` read (constraints, springs, tires, rods, loads, speed control, path
+    followers, point DOFs, point measures)."""
+    pts, vcs, _ = constraint_elements(ma)
+    pts.update(int(k) for k in np.asarray(ma.sp_pt).ravel())
+    pts.update(int(k) for k in np.asarray(ma.ty_pt))
+    vcs.update(int(k) for k in np.asarray(ma.ty_vc))
+    pts.update(int(k) for k in np.asarray(ma.rd_pt).ravel())
+    pts.update(int(k) for k in np.asarray(ma.sc_pt))
+    vcs.update(int(k) for k in np.asarray(ma.sc_vc))
+    pts.update(int(k) for k in np.asarray(ma.pf_pt))
+    for s_, t in enumerate(np.asarray(ma.af_type)):
+        if t == AF_FORCE:
+            pts.add(int(ma.af_idx[s_]))
+    for k in range(ma.dof_type.shape[0]):
+        if ma.dof_type[k] == DOF_POINT:
+            pts.add(int(ma.dof_i[k, 0]))
+    for t, a in zip(np.asarray(co.ms_type), np.asarray(co.ms_a)):
+        if t <= MS.MS_ACC:
+            pts.add(int(a))
+    return pts, vcs
+
+
+def symmetry_dofs(cm: CompiledModel, co) -> np.ndarray:
+    """``1`` for each degree of freedom whose position translates the whole model along a
+    symmetry of everything the step residual and the measures of ``co`` read, else ``0``:
+    the horizontal translations of a vehicle's chassis on a flat road.
+
+    The coordinate ``c`` of a prismatic frame ``f`` whose ancestors are prismatic or fixed
+    frames (so that its axis ``u`` is the same in every configuration), with every body
+    in the subtree of ``f`` and every point and vector the equations or the measures read
+    on a body (none on the ground).  Changing ``c`` at fixed other coordinates, rates and
+    accelerations then translates the whole model along ``u`` with every closure equation
+    still met (they relate the model's own points and vectors), so ``R^Phi`` does not
+    change, and the step residual ``R^T tau`` and the measures are invariant when, in
+    addition:
+
+    * tires: the road is the plane ``z = h(x)``: ``u_z = 0`` and, on a road with steps,
+      ``u_x = 0`` (gravity, a uniform field, is invariant under any translation);
+    * no applied load, speed control, speed-controlled wheel, path follower, joint spring
+      or drive on ``c`` (their data are fixed in space or read ``c``);
+    * measures: point positions only in components the translation does not change
+      (``u_k = 0``), no measure of ``c`` itself; point velocities and accelerations,
+      angular velocities, the other coordinates, every rate and coordinate acceleration
+      and the reactions do not change.
+
+    The position column of the step Jacobians (``dr/dz^i``, ``dm/dz^i``, the ``dR^T tau``
+    term, ``mu^T Phi_zz(R_c, .)``) is then zero in exact arithmetic, and
+    :func:`workbench.formulations.semirecursive.step_jacobians.jacobian_rows` skips it as it
+    skips a wheel's spin angle (:func:`cyclic_dofs`, which includes these); the velocity
+    column is computed.  ``tests/test_buggy.py`` checks the gradients with and without the
+    skip.
+
+    Rotations are not included: turning the model about a joint axis at fixed DOF rates
+    is a symmetry only if no coordinate above the joint moves (the rates of a chassis's
+    global translations would have to turn with it; the buggy's yaw is no symmetry of its
+    state, measured: 6 % error in the gradient had it been skipped)."""
+    ma = cm.arrays
+    d = cm.d
+    out = np.zeros(d, dtype=np.int64)
+    dof_type = np.asarray(ma.dof_type)
+    if d == 0 or np.any(dof_type != DOF_COORD):
+        return out
+    for arr in (ma.af_type, ma.sc_pt, ma.sw_body, ma.pf_pt):
+        if np.asarray(arr).shape[0] > 0:
+            return out
+    fr_parent, fr_type = np.asarray(ma.fr_parent), np.asarray(ma.fr_type)
+    pt_body, vc_body = np.asarray(ma.pt_body), np.asarray(ma.vc_body)
+    used_pts, used_vcs = _used_elements(ma, co)
+    if any(int(pt_body[k]) < 0 for k in used_pts) or any(int(vc_body[k]) < 0
+                                                          for k in used_vcs):
+        return out
+    _, _, driven = constraint_elements(ma)
+    driven.update(int(c) for c in np.asarray(ma.js_coord))
+    # the global joint axes (constant for the frames tested below)
+    nf = fr_parent.shape[0]
+    A, r, u = np.zeros((nf, 3, 3)), np.zeros((nf, 3)), np.zeros((nf, 3))
+    K.frame_positions(ma, ma.p, np.asarray(cm.z_guess, dtype=float), A, r, u)
+    tires = np.asarray(ma.ty_pt).shape[0] > 0
+    road_steps = int(ma.rd_fld[1]) > 1
+    b_frame = np.asarray(ma.b_frame)
+    ms_type, ms_a, ms_c = np.asarray(co.ms_type), np.asarray(co.ms_a), np.asarray(co.ms_c)
+    for col in range(d):
+        c = int(ma.dof_i[col, 0])
+        frames = np.nonzero(np.asarray(ma.fr_coord) == c)[0]
+        if len(frames) != 1 or c in driven:
+            continue
+        f = int(frames[0])
+        if int(fr_type[f]) != PRISMATIC:
+            continue
+        a, ok = int(fr_parent[f]), True
+        while a >= 0:
+            ok = ok and int(fr_type[a]) in (PRISMATIC, FIXED)
+            a = int(fr_parent[a])
+        inside = np.zeros(nf, dtype=bool)
+        for k in range(nf):                      # parents come before their children
+            inside[k] = k == f or (fr_parent[k] >= 0 and inside[fr_parent[k]])
+        if not ok or not all(inside[int(bf)] for bf in b_frame):
+            continue
+        on = np.abs(u[f] / np.linalg.norm(u[f])) > 1e-12     # components u moves
+        if tires and (on[2] or (road_steps and on[0])):
+            continue
+        good = True
+        for t, a_, cc in zip(ms_type, ms_a, ms_c):
+            if t == MS.MS_POS:
+                good = good and not on[int(cc)]
+            elif t == MS.MS_COORD:
+                good = good and int(a_) != c
+            elif t not in (MS.MS_VEL, MS.MS_ACC, MS.MS_ANGVEL, MS.MS_ANGVEL_BODY,
+                           MS.MS_RATE, MS.MS_COORD_ACC, MS.MS_REACTION):
+                good = False
+        if good:
+            out[col] = 1
     return out
 
 
