@@ -250,11 +250,7 @@ def matrix_r_accelerations(ma, p, t, zi, zdi, z, zd, zddb, R, ws, tau, Md, Mb, a
         a[j] = s
     Mw = np.zeros((d, d))
     lu_solve_inplace(Mb, a.reshape((d, 1)), Mw)
-    for k in range(n):
-        s = zddb[k]
-        for j in range(d):
-            s += R[k, j] * a[j]
-        zdd[k] = s
+    MR.full_accelerations(zddb, R, a, zdd)
     return 0
 
 

@@ -127,10 +127,8 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
     if d == 0 or np.any(dof_type != DOF_COORD):
         return out
     fr_parent = np.asarray(ma.fr_parent)
-    used_pts, used_vcs, drive_coords = constraint_elements(ma)
-    used_pts.update(int(k) for k in np.asarray(ma.sp_pt).ravel())
-    used_pts.update(int(k) for k in np.asarray(ma.ty_pt))
-    used_vcs.update(int(k) for k in np.asarray(ma.ty_vc))
+    _, _, drive_coords = constraint_elements(ma)
+    used_pts, used_vcs = _used_elements(ma, co)
     load_bodies = set()
     for s_, t in enumerate(np.asarray(ma.af_type)):
         k = int(ma.af_idx[s_])
@@ -141,16 +139,13 @@ def cyclic_dofs(cm: CompiledModel, co) -> np.ndarray:
     load_bodies.update(int(ma.pt_body[k]) for k in np.asarray(ma.sc_pt))
     angvel_body_bodies, coord_measured = set(), set()
     for t, a in zip(np.asarray(co.ms_type), np.asarray(co.ms_a)):
-        if t <= MS.MS_ACC:
-            used_pts.add(int(a))
-        elif t == MS.MS_ANGVEL_BODY:
+        if t == MS.MS_ANGVEL_BODY:
             angvel_body_bodies.add(int(a))
         elif t == MS.MS_COORD:
             coord_measured.add(int(a))
     spring_coords = set(int(c) for c in np.asarray(ma.js_coord))
     # a path follower's servo acts on its coordinate and reads its preview point
     spring_coords.update(int(c) for c in np.asarray(ma.pf_coord))
-    used_pts.update(int(k) for k in np.asarray(ma.pf_pt))
     pt_body, pt_fld = np.asarray(ma.pt_body), np.asarray(ma.pt_fld)
     vc_body, vc_val = np.asarray(ma.vc_body), np.asarray(ma.vc_val)
     for col in range(d):

@@ -102,11 +102,7 @@ def forward_dynamics(ma, p, form, t, zi, zdi, z, ws, zd, zdd, R, tau, Md, Mb, Mw
         a[j] = s
     if not lu_solve_inplace(Mb, a.reshape((d, 1)), Mw):
         return ST_MASS, 0.0, -1, V
-    for k in range(n):
-        s = zddb[k]
-        for j in range(d):
-            s += R[k, j] * a[j]
-        zdd[k] = s
+    MR.full_accelerations(zddb, R, a, zdd)
     for j in range(d):
         if not np.isfinite(a[j]):
             return ST_NONFINITE, a[j], j, V

@@ -204,18 +204,6 @@ def at_noise_floor(it, dnorm, rn, rbest, anorm):
 
 
 @njit(cache=True)
-def full_accelerations(zddb, Rphi, a, zdd):
-    """``zdd = zddb + R^Phi zdd^i`` (seed 001 eq 21): the accelerations of every coordinate
-    from the particular ones and the DOF accelerations."""
-    n, d = Rphi.shape
-    for k in range(n):
-        s = zddb[k]
-        for j in range(d):
-            s += Rphi[k, j] * a[j]
-        zdd[k] = s
-
-
-@njit(cache=True)
 def predict_position(cz, czd, czdd, hs, Rphi, a, ca, along, w, z):
     """The position predictor of a step of length ``hs`` from the node ``cz, czd, czdd``:
     ``z = z_n + hs zd_n + hs^2/2 zdd_n``, with ``along`` ``+ R^Phi hs^2/4 (a - a_n)``
@@ -392,7 +380,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             a[k] = -rhs[k]
         if not lu_solve_inplace(Mb, a.reshape((d, 1)), Mw):
             return ST_MASS, 0, t, 0.0, -1
-    full_accelerations(zddb, Rphi, a, zdd)
+    MR.full_accelerations(zddb, Rphi, a, zdd)
     MR.record_row(ma, p, ws, 0, t, z, zd, zdd, zi, zdi, a, 0, Vpot, conservative, T_out, Z_out,
             ZD_out, ZDD_out, ZI_out, ZDI_out, ZDDI_out, VIOL_out, VVIOL_out, IT_out, E_out)
     progress[0] = 1
@@ -523,7 +511,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         else:
                             MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
                         zfac[:] = z
-                    full_accelerations(zddb, Rphi, a, zdd)
+                    MR.full_accelerations(zddb, Rphi, a, zdd)
                     bad = K.zero_length_spring(ma, p, ws.A, ws.r)
                     if bad >= 0:
                         status = ST_ZERO_SPRING

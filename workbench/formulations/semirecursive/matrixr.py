@@ -321,6 +321,18 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None):
 
 
 @njit(cache=True)
+def full_accelerations(zddb, Rphi, a, zdd):
+    """``zdd = zddb + R^Phi zdd^i`` (seed 001 eq 21): the accelerations of every coordinate
+    from the particular ones and the DOF accelerations."""
+    n, d = Rphi.shape
+    for k in range(n):
+        s = zddb[k]
+        for j in range(d):
+            s += Rphi[k, j] * a[j]
+        zdd[k] = s
+
+
+@njit(cache=True)
 def coordinate_dofs(ma):
     """Every DOF is a joint coordinate (``B`` a selection of rows of the identity)."""
     for k in range(ma.dof_type.shape[0]):

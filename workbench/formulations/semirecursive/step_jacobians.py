@@ -226,7 +226,6 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
     and acceleration problems by the coordinate partition's LU (``PL``) where it
     factorises, as the integrator solves them (the same bits)."""
     n = z.shape[0]
-    d = zi.shape[0]
     if dyn and MR.load_state(stored, ws, zd, zdd, tau, R):
         Md[:, :] = 0.0
         MR.mass_matrix(ma, p, ws, form, n, Md)
@@ -240,10 +239,7 @@ def _state(ma, p, form, t, zi, zdi, a, z, ws, zd, zdd, R, tau, Md, zddb, stored,
         MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws, PL)
     else:
         MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddb, ws)
-    for k in range(n):
-        zdd[k] = zddb[k]
-        for j in range(d):
-            zdd[k] += R[k, j] * a[j]
+    MR.full_accelerations(zddb, R, a, zdd)
     if not dyn:
         # the frame kinematics of residual_tau (the same calls), without the dynamics
         K.frame_velocities(ma, zd, ws.bcol, ws.Z)
