@@ -471,14 +471,14 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
                         pit = 0
                     elif use_lu:
                         st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
-                                                              pos_maxit, True, PL)
+                                                              pos_maxit, True, PL, it > 0)
                         if st != OK:
                             status = _ST_LU_RETRY if st == ST_SINGULAR else st
                             fac_ok = False
                             break
                     else:
                         st, pit, err, bad = MR.solve_position(ma, p, t, zi, z, ws, pos_tol,
-                                                              pos_maxit, True)
+                                                              pos_maxit, True, None, it > 0)
                         if st != OK:
                             status = st
                             fac_ok = False

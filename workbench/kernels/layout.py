@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
 from numba import njit, typeof, types
 from numba.core import cgutils
 from numba.experimental import structref
@@ -157,43 +158,66 @@ def borrowed(typingctx, arr):
 _SCRATCH: dict = {}
 
 
-def scratch(*shape):
-    """A kernel helper that returns a C-contiguous float64 array of the constant ``shape``
-    on the stack of the kernel that calls it (uninitialised; no allocation, no reference
-    count: ``_B = scratch(3, 6, 3)`` at module level, ``B = _B()`` in the kernel).  For
-    the small fixed-size temporaries of the hot kernels; the array must not leave the
-    kernel that created it (not returned, not stored)."""
+def scratch(*shape, dtype=types.float64):
+    """A kernel helper that returns a C-contiguous array (float64, or the numba ``dtype``)
+    of the constant ``shape`` on the stack of the kernel that calls it (uninitialised; no
+    allocation, no reference count: ``_B = scratch(3, 6, 3)`` at module level, ``B =
+    _B()`` in the kernel).  For the small fixed-size temporaries of the hot kernels; the
+    array must not leave the kernel that created it (not returned, not stored).  For
+    temporaries whose size is the model's, :func:`take1` / :func:`take2` cut them from a
+    scratch buffer of a bound."""
     shape = tuple(int(k) for k in shape)
-    fn = _SCRATCH.get(shape)
+    fn = _SCRATCH.get((shape, dtype))
     if fn is not None:
         return fn
     size = 1
     for k in shape:
         size *= k
-    aryty = types.Array(types.float64, len(shape), "C")
+    aryty = types.Array(dtype, len(shape), "C")
+    item = 8 if dtype in (types.float64, types.int64) else None
+    if item is None:
+        raise TypeError(f"scratch: float64 or int64 only, not {dtype}")
     strides = []
-    acc = 8
+    acc = item
     for k in reversed(shape):
         strides.insert(0, acc)
         acc *= k
 
     def codegen(context, builder, signature, args):
         intp = context.get_value_type(types.intp)
-        ptr = cgutils.alloca_once(builder, context.get_value_type(types.float64),
-                                  size=size)
+        ptr = cgutils.alloca_once(builder, context.get_value_type(dtype), size=size)
         ary = context.make_array(aryty)(context, builder)
         populate_array(ary, data=ptr,
                        shape=cgutils.pack_array(builder, [intp(k) for k in shape]),
                        strides=cgutils.pack_array(builder, [intp(k) for k in strides]),
-                       itemsize=intp(8), meminfo=None, parent=None)
+                       itemsize=intp(item), meminfo=None, parent=None)
         return ary._getvalue()
 
     def typer(typingctx):
         return aryty(), codegen
 
-    typer.__name__ = "scratch_" + "x".join(str(k) for k in shape)
-    fn = _SCRATCH[shape] = intrinsic(typer)
+    typer.__name__ = "scratch_" + "x".join(str(k) for k in shape) + "_" + str(dtype)
+    fn = _SCRATCH[(shape, dtype)] = intrinsic(typer)
     return fn
+
+
+@njit(cache=True, inline="always")
+def take1(buf, k):
+    """The first ``k`` entries of the 1-d :func:`scratch` buffer ``buf`` (a view without
+    reference count, uninitialised), or a new heap array when ``buf`` is shorter: a
+    temporary of a model-dependent size on the stack up to the buffer's bound.  The view
+    lives as long as the kernel that made ``buf``."""
+    if k <= buf.shape[0]:
+        return buf[:k]
+    return np.empty(k, dtype=buf.dtype)
+
+
+@njit(cache=True, inline="always")
+def take2(buf, r, c):
+    """:func:`take1` of an ``r x c`` C-contiguous array."""
+    if r * c <= buf.shape[0]:
+        return buf[:r * c].reshape((r, c))
+    return np.empty((r, c), dtype=buf.dtype)
 
 
 def borrow(x):

@@ -6,13 +6,15 @@ the condition estimate ``sigma_min / sigma_max`` of a triangular factor."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from workbench.kernels import layout as AR
 
 # stack temporaries of constant shape (no allocation in the hot kernels)
 _S64 = AR.scratch(64)
 _S256 = AR.scratch(256)
+_I64 = AR.scratch(64, dtype=types.int64)
+_I512 = AR.scratch(512, dtype=types.int64)
 
 
 @njit(cache=True)
@@ -233,7 +235,7 @@ def sigma_ratio(Rm, v):
         if abs(Rm[i, i]) <= 1e-300 * smax:
             v[i] = 1.0
             return 0.0
-    y = np.empty(n)
+    y = AR.take1(_S64(), n)
     for i in range(n):                      # R^T y = e, e_i = +-1
         s = 0.0
         for j in range(i):
@@ -341,8 +343,8 @@ def projected_matrix(Rphi, M, out):
                     s += Rphi[k, i] * MR_[k, j]
                 out[i, j] = s
         return
-    nzk = np.empty(max(cnt, 1), dtype=np.int64)
-    ptr = np.empty(d + 1, dtype=np.int64)
+    nzk = AR.take1(_I512(), max(cnt, 1))
+    ptr = AR.take1(_I64(), d + 1)
     column_pattern(Rphi, ptr, nzk)
     for i in range(n):
         for j in range(d):

@@ -21,7 +21,7 @@ All routines work on flat arrays, take a :class:`~workbench.kernels.layout.Model
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from workbench.forces import spring_laws as SL
 from workbench.forces.speed_control import drive_torque
@@ -42,6 +42,15 @@ _S5x3 = AR.scratch(5, 3)
 _S6 = AR.scratch(6)
 _S6x6 = AR.scratch(6, 6)
 _S10x3 = AR.scratch(10, 3)
+# bounded buffers of the model-sized temporaries (AR.take1/take2: a heap array beyond
+# them): 3 x n point Jacobians (n <= 64), n indices, nf x 6 forces and nf x 6 x 6
+# composite inertias (nf <= 64)
+_J1 = AR.scratch(192)
+_J2 = AR.scratch(192)
+_J3 = AR.scratch(192)
+_I64 = AR.scratch(64, dtype=types.int64)
+_F384 = AR.scratch(384)
+_M2304 = AR.scratch(2304)
 
 # ----------------------------------------------------------------------------------------
 # small vector helpers
@@ -200,12 +209,17 @@ def time_function_t(ma, p, dp, k, t):
 
 
 @njit(cache=True)
-def frame_positions(ma, p, z, A, r, u):
+def frame_positions(ma, p, z, A, r, u, dz=None, moved=None):
     """Forward position recursion (seed 002 §2.2, position level).
 
     Revolute: ``A_f = A_p Rot(a, z) C``, ``r_f = r_p + A_p s``;
     prismatic: ``A_f = A_p C``, ``r_f = r_p + A_p (s + a z)``; fixed: ``A_f = A_p C``.
     ``s`` (the joint location in the parent frame) is read from the field vector.
+
+    With ``dz`` (n) and ``moved`` (nf work flags): an update after ``z`` moved by ``dz``
+    from the coordinates ``A, r, u`` hold.  Only the frames whose own coordinate has
+    ``dz != 0`` or whose parent was recomputed are recomputed: the others' inputs are
+    unchanged, so every frame gets the bits the full recursion gives.
     """
     # the model arrays are read once (each StructRef member access is reference-counted)
     # and the parent rotation is held in scalars
@@ -218,6 +232,12 @@ def frame_positions(ma, p, z, A, r, u):
     nf = fr_parent.shape[0]
     for f in range(nf):
         par = fr_parent[f]
+        if dz is not None:
+            c = fr_coord[f]
+            mv = (c >= 0 and dz[c] != 0.0) or (par >= 0 and moved[par])
+            moved[f] = mv
+            if not mv:
+                continue
         o = fr_off[f]
         s0 = p[o]
         s1 = p[o + 1]
@@ -326,10 +346,16 @@ def vector_global(ma, A, k, out):
 
 
 @njit(cache=True)
+def body_com(ma, p, A, r, b, g):
+    """Mass and global centre of mass ``g`` of body ``b``."""
+    _body_point(ma, p, A, r, b, ma.b_com[b], g)
+    return p[ma.b_mass[b]]
+
+
+@njit(cache=True)
 def body_inertia(ma, p, A, r, b, g, JG):
     """Mass, global centre of mass ``g`` and global centroidal inertia ``JG`` of body ``b``."""
-    m = p[ma.b_mass[b]]
-    _body_point(ma, p, A, r, b, ma.b_com[b], g)
+    m = body_com(ma, p, A, r, b, g)
     f = ma.b_frame[b]
     k = ma.b_inr[b]
     J00, J11, J22 = p[k], p[k + 1], p[k + 2]
@@ -784,9 +810,9 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     argument)."""
     nc = ma.c_type.shape[0]
     Jc[:, :] = 0.0
-    J1 = np.empty((3, n))
-    J2 = np.empty((3, n))
-    Je = np.empty((3, n))
+    J1 = AR.take2(_J1(), 3, n)
+    J2 = AR.take2(_J2(), 3, n)
+    Je = AR.take2(_J3(), 3, n)
     _b3 = _S4x3()  # one stack buffer for the 3-vectors
     x1 = _b3[0]
     x2 = _b3[1]
@@ -867,7 +893,7 @@ def dof_jacobian(ma, p, A, r, bcol, n, Bm):
     """``B = h_z`` (d x n): unit rows for relative-coordinate DOF, point-Jacobian rows otherwise."""
     nd = ma.dof_type.shape[0]
     Bm[:, :] = 0.0
-    J = np.empty((3, n))
+    J = AR.take2(_J1(), 3, n)
     for k in range(nd):
         if ma.dof_type[k] == DOF_COORD:
             Bm[k, ma.dof_i[k, 0]] = 1.0
@@ -942,10 +968,9 @@ def element_forces(ma, p, t, z, zd, A, r, Z, Zd, fb, nb_, Qj):
     _b3 = _S10x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     F = _b3[1]
-    JG = _S3x3()
     grav = ma.gravity
     for b in range(nbod):
-        m = body_inertia(ma, p, A, r, b, g, JG)
+        m = body_com(ma, p, A, r, b, g)
         for i in range(3):
             F[i] = m * grav[i]
         _add_point_force(ma, fb, nb_, b, g, F)
@@ -1130,9 +1155,9 @@ def rod_mass_matrix(ma, p, A, r, bcol, n, M, mode):
     nr = ma.rd_pt.shape[0]
     if nr == 0 or mode == ROD_EXTRAPOLATED:
         return
-    J1 = np.empty((3, n))
-    J2 = np.empty((3, n))
-    cols = np.empty(n, dtype=np.int64)
+    J1 = AR.take2(_J1(), 3, n)
+    J2 = AR.take2(_J2(), 3, n)
+    cols = AR.take1(_I64(), n)
     for s in range(nr):
         m = p[ma.rd_m[s]]
         point_jacobian(ma, p, A, r, bcol, ma.rd_pt[s, 0], J1)
@@ -1185,7 +1210,10 @@ def body_origin_inertia(m, g, JG, Mb):
     Mb[:, :] = 0.0
     for i in range(3):
         Mb[i, i] = m
-    gt = np.zeros((3, 3))
+    gt = _S3x3()
+    gt[0, 0] = 0.0
+    gt[1, 1] = 0.0
+    gt[2, 2] = 0.0
     gt[0, 1] = -g[2]
     gt[0, 2] = g[1]
     gt[1, 0] = g[2]
@@ -1210,7 +1238,9 @@ def inverse_dynamics_origin(ma, p, A, r, bcol, Z, Zd, fb, nb_, Qj, tau):
     backward accumulation ``F^S_f = F_f + sum_children F^S_c``; ``tau_f = b_f . F^S_f``.
     """
     nf = ma.fr_parent.shape[0]
-    Fs = np.zeros((nf, 6))
+    flat = AR.take1(_F384(), nf * 6)
+    flat[:] = 0.0
+    Fs = flat.reshape((nf, 6))
     _b3 = _S3x3()  # one stack buffer for the 3-vectors
     g = _b3[0]
     JG = _S3x3()
@@ -1256,7 +1286,9 @@ def mass_matrix_origin(ma, p, A, r, bcol, n, M):
     """Mass matrix ``M^d = R_d^T T^T Mbar T R_d`` by composite inertias (notes §2.4):
     ``M_jk = b_j^T M^S_k b_k`` for ``j`` an ancestor of (or equal to) ``k``."""
     nf = ma.fr_parent.shape[0]
-    Mc = np.zeros((nf, 6, 6))
+    flat = AR.take1(_M2304(), nf * 36)
+    flat[:] = 0.0
+    Mc = flat.reshape((nf, 6, 6))
     g = _S3()
     JG = _S3x3()
     Mb = _S6x6()
@@ -1303,11 +1335,10 @@ def reference_points(ma, p, A, r, P):
     """Reference point of every frame: the centre of mass of its body, else its origin."""
     nf = ma.fr_parent.shape[0]
     g = _S3()
-    JG = _S3x3()
     for f in range(nf):
         b = ma.fr_body[f]
         if b >= 0:
-            body_inertia(ma, p, A, r, b, g, JG)
+            body_com(ma, p, A, r, b, g)
             for i in range(3):
                 P[f, i] = g[i]
         else:
@@ -1421,7 +1452,9 @@ def inverse_dynamics_com(ma, p, A, r, P, bv, V, Vd, fb, nb_, Qj, tau):
     fr_body = ma.fr_body
     fr_coord = ma.fr_coord
     nf = fr_parent.shape[0]
-    Fs = np.zeros((nf, 6))
+    flat = AR.take1(_F384(), nf * 6)
+    flat[:] = 0.0
+    Fs = flat.reshape((nf, 6))
     g = _S3()
     JG = _S3x3()
     for f in range(nf):
@@ -1506,7 +1539,9 @@ def _shift_inertia(I6, d, out):
 def mass_matrix_com(ma, p, A, r, P, bv, n, M):
     """Mass matrix by SR-I composite inertias referred to each frame's reference point."""
     nf = ma.fr_parent.shape[0]
-    Mc = np.zeros((nf, 6, 6))
+    flat = AR.take1(_M2304(), nf * 36)
+    flat[:] = 0.0
+    Mc = flat.reshape((nf, 6, 6))
     g = _S3()
     JG = _S3x3()
     tmp = _S6x6()

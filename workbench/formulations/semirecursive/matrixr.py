@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from workbench.forces import spring_laws as SL
 from workbench.forces import tire as TY
@@ -39,6 +39,20 @@ _S3 = AR.scratch(3)
 _S3x3 = AR.scratch(3, 3)
 _S64 = AR.scratch(64)
 _S256 = AR.scratch(256)
+_SX = AR.scratch(3, TY.NX_STATE)
+_SX2 = AR.scratch(3, TY.NX_STATE)
+_SX3 = AR.scratch(3, TY.NX_STATE)
+# bounded buffers of model-sized temporaries (AR.take1/take2; heap arrays beyond them):
+# 3 x n Jacobians and n indices (n <= 64)
+_J1 = AR.scratch(192)
+_J2 = AR.scratch(192)
+_J3 = AR.scratch(192)
+_J4 = AR.scratch(192)
+_J5 = AR.scratch(192)
+_J6 = AR.scratch(192)
+_J7 = AR.scratch(192)
+_J8 = AR.scratch(192)
+_I64 = AR.scratch(64, dtype=types.int64)
 
 
 # Near-singular configurations.  rho = sigma_min / sigma_max of the leading matrix
@@ -108,11 +122,12 @@ def dof_share(Th, m, v):
 #: a zero n-vector ``zero_n``; the velocity problem's right-hand side ``vel_rhs`` and
 #: solution column ``vel_col``; the SR-I (centre of mass) terms ``P`` (reference points),
 #: ``bv`` (columns), ``Vc``/``Vdc`` (velocities/accelerations); ``zddb`` (the particular
-#: accelerations of a state, used by the step Jacobians).
+#: accelerations of a state, used by the step Jacobians); ``moved`` (nf flags: the frames a
+#: position correction moved, :func:`solve_position`).
 Workspace = namedtuple("Workspace", ["A", "r", "u", "bcol", "Z", "Zd", "Th", "V", "beta", "Rm",
                                      "phi", "h", "hd", "hdd", "fb", "nb", "Qj", "pos_res",
                                      "pos_dz", "zero_n", "vel_rhs", "vel_col", "P", "bv", "Vc",
-                                     "Vdc", "zddb"])
+                                     "Vdc", "zddb", "moved"])
 
 
 @njit(cache=True)
@@ -130,7 +145,7 @@ def make_workspace(ma, n):
         np.zeros(m + d), np.zeros(n), np.zeros(n),
         np.zeros(m + d), np.zeros(n),
         np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, 6)), np.zeros((nf, 6)),
-        np.zeros(n))
+        np.zeros(n), np.zeros(nf, dtype=np.bool_))
 
 
 # The converged state of an output row, kept by the integrator for the sensitivity sweeps
@@ -258,7 +273,7 @@ def factor_theta(ma, p, z, ws):
 
 
 @njit(cache=True)
-def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None):
+def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None, same=False):
     """Newton-Raphson on ``Theta(z) = [Phi; h(z) - z^i] = 0`` (seed 001 eqs 10-13).
 
     With ``reuse`` the factorisation of ``Theta_z`` left in ``ws`` by the previous solve
@@ -270,6 +285,13 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None):
     ``PL`` (:func:`partition_factor`): the factorisation is the coordinate partition's LU
     instead of the QR (a singular ``Phi_dep`` returns ST_SINGULAR with bad column -1: the
     caller falls back to the QR).
+
+    ``same``: the caller's promise that ``z`` and the position kinematics in ``ws`` are
+    those this function returned OK with last, at the same ``t`` (a later Newton iterate of
+    the integrator: only ``z^i`` moved).  The first evaluation then reuses that one's
+    constraint values (in ``ws.pos_res``) and DOF values (``ws.h``, which the velocity
+    problem rewrites with the same bits).  After a correction only the frames below the
+    coordinates it moved are recomputed.  Both give the bits of full evaluations.
     """
     A, r, u, Z, Zd, phi, h, hd, hdd = ws.A, ws.r, ws.u, ws.Z, ws.Zd, ws.phi, ws.h, ws.hd, ws.hdd
     Th, V, beta, Rm = ws.Th, ws.V, ws.beta, ws.Rm
@@ -284,13 +306,18 @@ def solve_position(ma, p, t, zi, z, ws, tol, maxit, reuse, PL=None):
     err = 0.0
     err_prev = np.inf
     for it in range(maxit + 1):
-        K.frame_positions(ma, p, z, A, r, u)
-        K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
-        K.dof_values(ma, p, A, r, Z, Zd, z, zero, zero, h, hd, hdd)
+        if it > 0 or not same:
+            if it == 0:
+                K.frame_positions(ma, p, z, A, r, u)
+            else:
+                K.frame_positions(ma, p, z, A, r, u, dz, ws.moved)
+            K.constraints(ma, p, t, z, zero, zero, A, r, Z, Zd, 0, phi)
+            K.dof_values(ma, p, A, r, Z, Zd, z, zero, zero, h, hd, hdd)
+            for k in range(m):
+                res[k] = phi[k]
         err = 0.0
         for k in range(m):
-            res[k] = phi[k]
-            err = max(err, abs(phi[k]))
+            err = max(err, abs(res[k]))
         for k in range(d):
             res[m + k] = h[k] - zi[k]
             err = max(err, abs(res[m + k]))
@@ -459,7 +486,7 @@ def partition_factor(Th, PL):
     of the leading matrix ``Th``) into ``PL``.  False when it is numerically singular."""
     dep, LU, piv = PL
     m = dep.shape[0]
-    A = np.empty((m, m))
+    A = AR.take2(_S256(), m, m)
     for r in range(m):
         for c in range(m):
             A[r, c] = Th[r, dep[c]]
@@ -472,7 +499,7 @@ def partition_solve(ma, Th, PL, b, x):
     dep, LU, piv = PL
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
-    y = np.empty(m)
+    y = AR.take1(_S64(), m)
     for r in range(m):
         s = b[r]
         for k in range(d):
@@ -491,18 +518,16 @@ def partition_r(ma, Th, PL, Rphi):
     dep, LU, piv = PL
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
-    X = np.empty((m, d))
-    for r in range(m):
-        for j in range(d):
-            X[r, j] = -Th[r, ma.dof_i[j, 0]]
-    for j in range(d):
-        lu_solve_factored(LU, piv, X[:, j])
     Rphi[:, :] = 0.0
+    x = AR.take1(_S64(), m)
     for j in range(d):
-        Rphi[ma.dof_i[j, 0], j] = 1.0
-    for c in range(m):
-        for j in range(d):
-            Rphi[dep[c], j] = X[c, j]
+        col = ma.dof_i[j, 0]
+        Rphi[col, j] = 1.0
+        for r in range(m):
+            x[r] = -Th[r, col]
+        lu_solve_factored(LU, piv, x)
+        for c in range(m):
+            Rphi[dep[c], j] = x[c]
 
 
 @njit(cache=True, inline="always")
@@ -534,7 +559,7 @@ def partition_bound(ma, Th, PL, Rphi):
     for c in range(n):
         for j in range(d):
             b += Rphi[c, j] * Rphi[c, j]
-    e = np.empty(m)
+    e = AR.take1(_S64(), m)
     for i in range(m):
         _inverse_column(LU, piv, i, e)
         for r in range(m):
@@ -560,7 +585,7 @@ def theta_partitioned(ma, p, ws, PL, tau, mu, S):
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
     S[:, :] = 0.0
-    e = np.empty(m)
+    e = AR.take1(_S64(), m)
     for i in range(m):
         _inverse_column(LU, piv, i, e)
         for c in range(m):
@@ -701,9 +726,9 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     Kd[:, :] = 0.0
     Cd[:, :] = 0.0
-    J1 = np.empty((3, n))
-    J2 = np.empty((3, n))
-    D = np.empty((3, n))
+    J1 = AR.take2(_J1(), 3, n)
+    J2 = AR.take2(_J2(), 3, n)
+    D = AR.take2(_J3(), 3, n)
     x1 = _S3()
     v1 = _S3()
     a1 = _S3()
@@ -713,8 +738,8 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     e = _S3()
     Ks = _S3x3()
     Cs = _S3x3()
-    SD = np.empty((3, n))
-    cols = np.empty(n, dtype=np.int64)
+    SD = AR.take2(_J4(), 3, n)
+    cols = AR.take1(_I64(), n)
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
         k2 = ma.sp_pt[s, 1]
@@ -764,16 +789,16 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     if nty > 0:
         fr_coord, fr_parent = ma.fr_coord, ma.fr_parent
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
-        JF = np.empty((3, TY.NX_STATE))
-        JP = np.empty((3, TY.NX_STATE))
-        JM = np.empty((3, TY.NX_STATE))
+        JF = _SX()
+        JP = _SX2()
+        JM = _SX3()
         Ft = _S3()
         Pt = _S3()
         Mt = _S3()
-        Jw = np.empty((3, n))
-        Jm = np.empty((3, n))
-        dFz = np.empty((3, n))
-        dFzd = np.empty((3, n))
+        Jw = AR.take2(_J5(), 3, n)
+        Jm = AR.take2(_J6(), 3, n)
+        dFz = AR.take2(_J7(), 3, n)
+        dFzd = AR.take2(_J8(), 3, n)
         for s in range(nty):
             k1 = ma.ty_pt[s]
             b = ma.pt_body[k1]
