@@ -174,9 +174,9 @@ def scratch(*shape, dtype=types.float64):
     for k in shape:
         size *= k
     aryty = types.Array(dtype, len(shape), "C")
-    item = 8 if dtype in (types.float64, types.int64) else None
-    if item is None:
+    if dtype not in (types.float64, types.int64):
         raise TypeError(f"scratch: float64 or int64 only, not {dtype}")
+    item = 8
     strides = []
     acc = item
     for k in reversed(shape):

@@ -44,10 +44,8 @@ _S6x6 = AR.scratch(6, 6)
 _S10x3 = AR.scratch(10, 3)
 # bounded buffers of the model-sized temporaries (AR.take1/take2: a heap array beyond
 # them): 3 x n point Jacobians (n <= 64), n indices, nf x 6 forces and nf x 6 x 6
-# composite inertias (nf <= 64)
-_J1 = AR.scratch(192)
-_J2 = AR.scratch(192)
-_J3 = AR.scratch(192)
+# composite inertias (nf <= 64); each call of a scratch helper is a buffer of its own
+_S192 = AR.scratch(192)
 _I64 = AR.scratch(64, dtype=types.int64)
 _F384 = AR.scratch(384)
 _M2304 = AR.scratch(2304)
@@ -810,9 +808,9 @@ def constraint_jacobian(ma, p, A, r, bcol, n, Jc):
     argument)."""
     nc = ma.c_type.shape[0]
     Jc[:, :] = 0.0
-    J1 = AR.take2(_J1(), 3, n)
-    J2 = AR.take2(_J2(), 3, n)
-    Je = AR.take2(_J3(), 3, n)
+    J1 = AR.take2(_S192(), 3, n)
+    J2 = AR.take2(_S192(), 3, n)
+    Je = AR.take2(_S192(), 3, n)
     _b3 = _S4x3()  # one stack buffer for the 3-vectors
     x1 = _b3[0]
     x2 = _b3[1]
@@ -893,7 +891,7 @@ def dof_jacobian(ma, p, A, r, bcol, n, Bm):
     """``B = h_z`` (d x n): unit rows for relative-coordinate DOF, point-Jacobian rows otherwise."""
     nd = ma.dof_type.shape[0]
     Bm[:, :] = 0.0
-    J = AR.take2(_J1(), 3, n)
+    J = AR.take2(_S192(), 3, n)
     for k in range(nd):
         if ma.dof_type[k] == DOF_COORD:
             Bm[k, ma.dof_i[k, 0]] = 1.0
@@ -1155,8 +1153,8 @@ def rod_mass_matrix(ma, p, A, r, bcol, n, M, mode):
     nr = ma.rd_pt.shape[0]
     if nr == 0 or mode == ROD_EXTRAPOLATED:
         return
-    J1 = AR.take2(_J1(), 3, n)
-    J2 = AR.take2(_J2(), 3, n)
+    J1 = AR.take2(_S192(), 3, n)
+    J2 = AR.take2(_S192(), 3, n)
     cols = AR.take1(_I64(), n)
     for s in range(nr):
         m = p[ma.rd_m[s]]

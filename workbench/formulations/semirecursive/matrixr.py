@@ -41,18 +41,10 @@ _S64 = AR.scratch(64)
 _S256 = AR.scratch(256)
 # the tire law's Jacobians with respect to its state (force, point, moment: 3 x NX_STATE)
 _SX = AR.scratch(3, TY.NX_STATE)
-_SX2 = AR.scratch(3, TY.NX_STATE)
-_SX3 = AR.scratch(3, TY.NX_STATE)
-# bounded buffers of model-sized temporaries (AR.take1/take2; heap arrays beyond them):
-# 3 x n Jacobians and n indices (n <= 64)
-_J1 = AR.scratch(192)
-_J2 = AR.scratch(192)
-_J3 = AR.scratch(192)
-_J4 = AR.scratch(192)
-_J5 = AR.scratch(192)
-_J6 = AR.scratch(192)
-_J7 = AR.scratch(192)
-_J8 = AR.scratch(192)
+# bounded buffer of the model-sized temporaries (AR.take1/take2; heap arrays beyond it):
+# 3 x n Jacobians (n <= 64), n indices.  scratch() returns one helper per shape, and each
+# call of it in a kernel is a buffer of its own
+_S192 = AR.scratch(192)
 _I64 = AR.scratch(64, dtype=types.int64)
 
 
@@ -727,9 +719,9 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     A, r, u, bcol, Z, Zd = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd
     Kd[:, :] = 0.0
     Cd[:, :] = 0.0
-    J1 = AR.take2(_J1(), 3, n)
-    J2 = AR.take2(_J2(), 3, n)
-    D = AR.take2(_J3(), 3, n)
+    J1 = AR.take2(_S192(), 3, n)
+    J2 = AR.take2(_S192(), 3, n)
+    D = AR.take2(_S192(), 3, n)
     x1 = _S3()
     v1 = _S3()
     a1 = _S3()
@@ -739,7 +731,7 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
     e = _S3()
     Ks = _S3x3()
     Cs = _S3x3()
-    SD = AR.take2(_J4(), 3, n)
+    SD = AR.take2(_S192(), 3, n)
     cols = AR.take1(_I64(), n)
     for s in range(ma.sp_pt.shape[0]):
         k1 = ma.sp_pt[s, 0]
@@ -791,15 +783,15 @@ def force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd):
         fr_coord, fr_parent = ma.fr_coord, ma.fr_parent
         road = p[ma.rd_fld[0]:ma.rd_fld[0] + ma.rd_fld[1]]
         JF = _SX()
-        JP = _SX2()
-        JM = _SX3()
+        JP = _SX()
+        JM = _SX()
         Ft = _S3()
         Pt = _S3()
         Mt = _S3()
-        Jw = AR.take2(_J5(), 3, n)
-        Jm = AR.take2(_J6(), 3, n)
-        dFz = AR.take2(_J7(), 3, n)
-        dFzd = AR.take2(_J8(), 3, n)
+        Jw = AR.take2(_S192(), 3, n)
+        Jm = AR.take2(_S192(), 3, n)
+        dFz = AR.take2(_S192(), 3, n)
+        dFzd = AR.take2(_S192(), 3, n)
         for s in range(nty):
             k1 = ma.ty_pt[s]
             b = ma.pt_body[k1]
