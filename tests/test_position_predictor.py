@@ -1,7 +1,8 @@
 """The starts of the trapezoidal rule's position problems along ``R^Phi``
 (:func:`workbench.integrators.trapezoidal.predict_position`, :func:`shift_position`; the
-global loop :func:`integrate_natural` starts along its ``R`` with them), tested at states
-of semi-recursive runs.
+global loop :func:`integrate_natural` moves along its ``R`` with ``shift_position`` and
+starts a step from its bodies' turned frames, ``tests/test_global_predictor.py``), tested
+at states of semi-recursive runs.
 
 The references are independent of those kernels: the trapezoidal update of the DOF (the
 definition of the step) and the position problem solved by Newton-Raphson to rounding

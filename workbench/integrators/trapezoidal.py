@@ -966,9 +966,10 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
         hist[0] = an
         nplain = min(nplain + 1, PRED_HIST)
         t = t0 + (kofs + k0) * h + h
-        # the position predictor along R (predict_position; R of the last step's first
-        # iterate: a start, not a result)
-        predict_position(q, qd, qdd, h, Rphi, a, an, True, skv, q)
+        # the position predictor: the bodies' frames rotated by their angular velocity
+        # and acceleration, origins by Taylor, then along R (predict_frames; R of the last
+        # step's first iterate: a start, not a result)
+        G.predict_frames(ga, q, qd, qdd, h, Rphi, a, an, skv, q)
         # the position moved since Theta_q was factorised and the operand values taken
         shifted = False
         dnorm = np.inf

@@ -3065,6 +3065,91 @@ def solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws, with_R, rhs,
 
 
 @njit(cache=True)
+def predict_frames(ga, cq, cqd, cqdd, h, Rphi, a, ca, w, q):
+    """The position predictor of a step of length ``h`` from the node ``cq, cqd, cqdd`` in
+    natural coordinates: every body's origin by the Taylor polynomial
+    ``r_n + h rd_n + h^2/2 rdd_n`` and its frame vectors by the rotation
+    ``exp([theta]) u_n`` with ``theta = h omega_n + h^2/2 alpha_n``, the angular velocity
+    and acceleration read off the node's frame rates (``omega = 1/2 sum_k u_k x ud_k``,
+    ``alpha = 1/2 sum_k u_k x udd_k``; in a planar model the in-plane angle); then every
+    coordinate ``+ R h^2/4 (a - a_n)`` as in
+    :func:`workbench.integrators.trapezoidal.predict_position`.  The frame vectors stay
+    orthonormal, so a wheel that turns about 1 rad per step starts on its rigid-body
+    constraints (the Taylor polynomial leaves them off by ``O(theta^3)``), and the position
+    problem's Newton iteration starts close.  ``q`` may be ``cq`` (each body read before it
+    is written); ``w``: a work vector (d)."""
+    D = ga.D
+    nqb = ga.nqb
+    d = a.shape[0]
+    c4 = 0.25 * h * h
+    for j in range(d):
+        w[j] = c4 * (a[j] - ca[j])
+    h2 = 0.5 * h * h
+    for b in range(ga.nb):
+        s0 = b * nqb
+        for i in range(D):
+            q[s0 + i] = cq[s0 + i] + h * cqd[s0 + i] + h2 * cqdd[s0 + i]
+        if D == 3:
+            # 2 omega and 2 alpha (the sums over the three frame vectors)
+            wx = wy = wz = 0.0
+            ex = ey = ez = 0.0
+            for k in range(3):
+                o = s0 + 3 + 3 * k
+                u0, u1, u2 = cq[o], cq[o + 1], cq[o + 2]
+                v0, v1, v2 = cqd[o], cqd[o + 1], cqd[o + 2]
+                g0, g1, g2 = cqdd[o], cqdd[o + 1], cqdd[o + 2]
+                wx += u1 * v2 - u2 * v1
+                wy += u2 * v0 - u0 * v2
+                wz += u0 * v1 - u1 * v0
+                ex += u1 * g2 - u2 * g1
+                ey += u2 * g0 - u0 * g2
+                ez += u0 * g1 - u1 * g0
+            t0 = 0.5 * (h * wx + h2 * ex)
+            t1 = 0.5 * (h * wy + h2 * ey)
+            t2 = 0.5 * (h * wz + h2 * ez)
+            ang2 = t0 * t0 + t1 * t1 + t2 * t2
+            if ang2 < 1e-8:
+                c1 = 1.0 - ang2 / 6.0
+                c2 = 0.5 - ang2 / 24.0
+            else:
+                ang = np.sqrt(ang2)
+                c1 = np.sin(ang) / ang
+                c2 = (1.0 - np.cos(ang)) / ang2
+            for k in range(3):
+                o = s0 + 3 + 3 * k
+                u0, u1, u2 = cq[o], cq[o + 1], cq[o + 2]
+                x0 = t1 * u2 - t2 * u1
+                x1 = t2 * u0 - t0 * u2
+                x2 = t0 * u1 - t1 * u0
+                y0 = t1 * x2 - t2 * x1
+                y1 = t2 * x0 - t0 * x2
+                y2 = t0 * x1 - t1 * x0
+                q[o] = u0 + c1 * x0 + c2 * y0
+                q[o + 1] = u1 + c1 * x1 + c2 * y1
+                q[o + 2] = u2 + c1 * x2 + c2 * y2
+        else:
+            wx = 0.0
+            ex = 0.0
+            for k in range(2):
+                o = s0 + 2 + 2 * k
+                wx += cq[o] * cqd[o + 1] - cq[o + 1] * cqd[o]
+                ex += cq[o] * cqdd[o + 1] - cq[o + 1] * cqdd[o]
+            th = 0.5 * (h * wx + h2 * ex)
+            cs = np.cos(th)
+            sn = np.sin(th)
+            for k in range(2):
+                o = s0 + 2 + 2 * k
+                u0, u1 = cq[o], cq[o + 1]
+                q[o] = cs * u0 - sn * u1
+                q[o + 1] = sn * u0 + cs * u1
+    for k in range(q.shape[0]):
+        s = q[k]
+        for j in range(d):
+            s += Rphi[k, j] * w[j]
+        q[k] = s
+
+
+@njit(cache=True)
 def prog_jet(ga, ma, pr, p, s, t, aref, out):
     """The value, rate and acceleration entries (``out[0:3]``) of the jet of scalar function
     ``s`` (:func:`sf_jet` without tangents) from the operand values, rates and
