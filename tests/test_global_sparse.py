@@ -191,7 +191,7 @@ def test_row_program_equals_the_interpreter(name, t_end, dt, every):
         G.theta_va(ga, ma, p, t, q, qd, wi.sc, Ji)
         assert np.array_equal(Jp[:, 1:3], Ji[:, 1:3])
         # jets of every scalar function (relative coordinates, record rows)
-        G.prog_operands(ga, pr.tw, qdd, False, pr.OA)
+        G.prog_operands(ga, pr.ts, qdd, False, pr.OA)
         jet = np.zeros(3)
         jeti = np.zeros(6)
         z = np.zeros(N)

@@ -135,6 +135,16 @@ def extrapolate(order, ca, hist, k):
 
 
 @njit(cache=True)
+def _extrapolate_history(order, hist, k):
+    """``extrapolate(order, hist[0], hist[1:], k)``: the same arithmetic, without the two
+    views (and their reference counts)."""
+    s = PRED_COEF[order, 0] * hist[0, k]
+    for j in range(1, order + 1):
+        s += PRED_COEF[order, j] * hist[j, k]
+    return s
+
+
+@njit(cache=True)
 def predictor_weights(ca, hist, nplain, w):
     """Weights ``w[o]`` of the extrapolations of orders ``o = 1 .. omax`` that predict the
     next step's accelerations from the last node's ``ca`` and the previous rows' ``hist``
@@ -151,12 +161,11 @@ def predictor_weights(ca, hist, nplain, w):
     tolerance).  The predictor sets only the Newton starting point, not the converged
     solution."""
     omax = min(nplain - 1, PRED_MAX)
-    last, before = hist[0], hist[1:]
     tot = 0.0
     for o in range(1, omax + 1):
         e = 0.0
         for k in range(ca.shape[0]):
-            e = max(e, abs(extrapolate(o, last, before, k) - ca[k]))
+            e = max(e, abs(_extrapolate_history(o, hist, k) - ca[k]))
         w[o] = 1.0 / (e * e + 1e-300)
         tot += w[o]
     for o in range(1, omax + 1):
@@ -672,9 +681,7 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
             if use_lu and not healthy:
                 qr_factor(ws.Th, ws.V, ws.beta, ws.Rm, 1e-12)
         if span == 1 and nsub == 1:
-            for j in range(PRED_HIST - 1, 0, -1):
-                hist[j] = hist[j - 1]
-            hist[0] = an
+            push_history(hist, an)
             nplain = min(nplain + 1, PRED_HIST)
         else:
             nplain = 0
@@ -688,9 +695,26 @@ def _integrate_semirecursive(ma, p, form, t0, h, nsteps, zi0, zdi0, z0, newton_t
 def _copy_state3(vn, vd, dst, src):
     """Copy the state ``src`` to ``dst`` in the integrator's work arrays (rows ``3s .. 3s +
     2`` of ``vn``: z, zd, zdd and of ``vd``: zi, zdi, a; see :func:`_integrate`)."""
+    # element loops: a row slice assigned from a row slice made two views and an overlap
+    # check per row (closed chain: ~37 atomic reference-count operations per step)
     for i in range(3):
-        vn[3 * dst + i, :] = vn[3 * src + i]
-        vd[3 * dst + i, :] = vd[3 * src + i]
+        t = 3 * dst + i
+        s = 3 * src + i
+        for k in range(vn.shape[1]):
+            vn[t, k] = vn[s, k]
+        for k in range(vd.shape[1]):
+            vd[t, k] = vd[s, k]
+
+
+@njit(cache=True)
+def push_history(hist, an):
+    """``hist[1:] = hist[:-1]; hist[0] = an``: the rows of the acceleration predictor,
+    newest first (element loops, no views)."""
+    for j in range(hist.shape[0] - 1, 0, -1):
+        for k in range(hist.shape[1]):
+            hist[j, k] = hist[j - 1, k]
+    for k in range(hist.shape[1]):
+        hist[0, k] = an[k]
 
 
 @njit(cache=True)
@@ -961,15 +985,16 @@ def _integrate_natural(ga, ma, p, t0, h, nsteps, newton_tol, newton_maxit, pos_t
         zin = zi.copy()
         zdin = zdi.copy()
         predict_acceleration(an, hist, nplain, pw, a)
-        for j in range(PRED_HIST - 1, 0, -1):
-            hist[j] = hist[j - 1]
-        hist[0] = an
+        push_history(hist, an)
         nplain = min(nplain + 1, PRED_HIST)
         t = t0 + (kofs + k0) * h + h
         # the position predictor: the bodies' frames rotated by their angular velocity
-        # and acceleration, origins by Taylor, then along R (predict_frames; R of the last
+        # and acceleration, origins by Taylor (predict_frames), then along R (R of the last
         # step's first iterate: a start, not a result)
-        G.predict_frames(ga, q, qd, qdd, h, Rphi, a, an, skv, q)
+        G.predict_frames(ga, q, qd, qdd, h, q)
+        for k in range(d):
+            da[k] = a[k] - an[k]
+        shift_position(Rphi, da, 0.25 * h * h, skv, q)
         # the position moved since Theta_q was factorised and the operand values taken
         shifted = False
         dnorm = np.inf

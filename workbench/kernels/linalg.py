@@ -184,6 +184,37 @@ def lu_solve_factored(LU, piv, x):
 
 
 @njit(cache=True)
+def lu_solve_factored_columns(LU, piv, X):
+    """``X <- A^-1 X`` for every column of ``X`` (n x k) from :func:`lu_factor_small` of
+    ``A``: for each column the operations of :func:`lu_solve_factored` in the same order
+    (so the same bits), with the ``k`` columns carried together in the inner loops (the
+    row operations of the elimination and of the back substitution run over contiguous
+    rows of ``X`` instead of one strided solve per column)."""
+    n = LU.shape[0]
+    k = X.shape[1]
+    for c in range(n):
+        p = piv[c]
+        if p != c:
+            for j in range(k):
+                tmp = X[c, j]
+                X[c, j] = X[p, j]
+                X[p, j] = tmp
+        for i in range(c + 1, n):
+            f = LU[i, c]
+            if f != 0.0:
+                for j in range(k):
+                    X[i, j] -= f * X[c, j]
+    for i in range(n - 1, -1, -1):
+        for j in range(i + 1, n):
+            u = LU[i, j]
+            for c in range(k):
+                X[i, c] -= u * X[j, c]
+        u = LU[i, i]
+        for c in range(k):
+            X[i, c] = X[i, c] / u
+
+
+@njit(cache=True)
 def lu_solve_transpose_factored(LU, piv, x):
     """``x <- A^-T x`` from :func:`lu_factor_small` of ``A``: the elimination (step ``k``:
     the exchange ``P_k``, then ``E_k = I - l_k e_k^T`` with the multipliers ``l_k`` stored

@@ -2679,7 +2679,7 @@ def record_row(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conserv
 #:   used), 0 when not or when the model has no symbolic analysis (the interpreter path,
 #:   :func:`theta_jacobian` and :func:`sqr_factor`, is used instead).
 RowProgram = namedtuple("RowProgram", ["tw", "rs", "ins_src", "ins_bl", "ins_row", "ins_c",
-                                       "ins_dst", "OV", "OR", "OA", "RS", "ok"])
+                                       "ins_dst", "OV", "OR", "OA", "RS", "ok", "ts"])
 
 
 @njit(cache=True)
@@ -2700,6 +2700,20 @@ def _term_weights(ga, p):
                 w += p[f2 + k]
             tw[t, 1 + k] = w
     return tw
+
+
+@njit(cache=True)
+def _signed_weights(ga, tw):
+    """``ts[t] = tm_sign[t] tw[t]``: the term weights with each term's sign (+-1) folded
+    in, for :func:`prog_operands`.  A sign change is exact and commutes with rounding,
+    so ``sum_k (s w_k) x_k = s (sum_k w_k x_k)`` bit for bit."""
+    nt = tw.shape[0]
+    ts = np.empty((nt, 4))
+    for t in range(nt):
+        sg = ga.tm_sign[t]
+        for k in range(4):
+            ts[t, k] = sg * tw[t, k]
+    return ts
 
 
 @njit(cache=True)
@@ -2738,8 +2752,9 @@ def row_program(ga, p, ws):
         for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
             if ga.tm_body[t] >= 0:
                 const[o] = False
+    ts = _signed_weights(ga, tw)
     CV = np.zeros((nops, 3))
-    prog_operands(ga, tw, np.zeros(N), True, CV)
+    prog_operands(ga, ts, np.zeros(N), True, CV)
     # count, then fill
     nins = 0
     for k in range(m + d):
@@ -2793,47 +2808,63 @@ def row_program(ga, p, ws):
                         ins_dst[n, i] = ds
                     n += 1
     return RowProgram(tw, rs, ins_src, ins_bl, ins_row, ins_c, ins_dst, np.zeros((nops, 3)),
-                      np.zeros((nops, 3)), np.zeros((nops, 3)), np.zeros((m + d, 2)), ok)
+                      np.zeros((nops, 3)), np.zeros((nops, 3)), np.zeros((m + d, 2)), ok, ts)
 
 
 @njit(cache=True)
-def prog_operands(ga, tw, x, affine, out):
-    """``out[o, :D]`` = every operand applied to ``x`` (:func:`op_apply` with the term
-    weights ``tw`` of :func:`row_program`: the same arithmetic in the same order), with the
-    ground terms when ``affine`` (values at ``q``), without them for rates along ``qd``."""
-    D = ga.D
+def prog_operands(ga, ts, x, affine, out):
+    """``out[o, :D]`` = every operand applied to ``x`` (:func:`op_apply` with the signed
+    term weights ``ts`` of :func:`row_program`: the same numbers, see
+    :func:`_signed_weights`; each term's products summed in the order of
+    :func:`op_apply`), with the ground terms when ``affine`` (values at ``q``), without
+    them for rates along ``qd``.  One loop per dimension (the ``D`` test outside the
+    loops)."""
     nqb = ga.nqb
-    for o in range(ga.op_ptr.shape[0] - 1):
-        v0 = 0.0
-        v1 = 0.0
-        v2 = 0.0
-        for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
-            b = ga.tm_body[t]
-            sg = ga.tm_sign[t]
-            w0 = tw[t, 1]
-            w1 = tw[t, 2]
-            w2 = tw[t, 3]
-            if b < 0:
-                if affine:
-                    v0 += sg * w0
-                    v1 += sg * w1
-                    if D == 3:
-                        v2 += sg * w2
-                continue
-            s0 = b * nqb
-            og = tw[t, 0]
-            if D == 3:
-                v0 += sg * (og * x[s0] + w0 * x[s0 + 3] + w1 * x[s0 + 6] + w2 * x[s0 + 9])
-                v1 += sg * (og * x[s0 + 1] + w0 * x[s0 + 4] + w1 * x[s0 + 7]
-                            + w2 * x[s0 + 10])
-                v2 += sg * (og * x[s0 + 2] + w0 * x[s0 + 5] + w1 * x[s0 + 8]
-                            + w2 * x[s0 + 11])
-            else:
-                v0 += sg * (og * x[s0] + w0 * x[s0 + 2] + w1 * x[s0 + 4])
-                v1 += sg * (og * x[s0 + 1] + w0 * x[s0 + 3] + w1 * x[s0 + 5])
-        out[o, 0] = v0
-        out[o, 1] = v1
-        out[o, 2] = v2
+    nops = ga.op_ptr.shape[0] - 1
+    if ga.D == 3:
+        for o in range(nops):
+            v0 = 0.0
+            v1 = 0.0
+            v2 = 0.0
+            for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+                b = ga.tm_body[t]
+                w0 = ts[t, 1]
+                w1 = ts[t, 2]
+                w2 = ts[t, 3]
+                if b < 0:
+                    if affine:
+                        v0 += w0
+                        v1 += w1
+                        v2 += w2
+                    continue
+                s0 = b * nqb
+                og = ts[t, 0]
+                v0 += og * x[s0] + w0 * x[s0 + 3] + w1 * x[s0 + 6] + w2 * x[s0 + 9]
+                v1 += og * x[s0 + 1] + w0 * x[s0 + 4] + w1 * x[s0 + 7] + w2 * x[s0 + 10]
+                v2 += og * x[s0 + 2] + w0 * x[s0 + 5] + w1 * x[s0 + 8] + w2 * x[s0 + 11]
+            out[o, 0] = v0
+            out[o, 1] = v1
+            out[o, 2] = v2
+    else:
+        for o in range(nops):
+            v0 = 0.0
+            v1 = 0.0
+            for t in range(ga.op_ptr[o], ga.op_ptr[o + 1]):
+                b = ga.tm_body[t]
+                w0 = ts[t, 1]
+                w1 = ts[t, 2]
+                if b < 0:
+                    if affine:
+                        v0 += w0
+                        v1 += w1
+                    continue
+                s0 = b * nqb
+                og = ts[t, 0]
+                v0 += og * x[s0] + w0 * x[s0 + 2] + w1 * x[s0 + 4]
+                v1 += og * x[s0 + 1] + w0 * x[s0 + 3] + w1 * x[s0 + 5]
+            out[o, 0] = v0
+            out[o, 1] = v1
+            out[o, 2] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -2850,7 +2881,7 @@ def prog_values(ga, ma, pr, p, t, q, aref, out):
     """:func:`theta_values` by the row program: the operand values at ``q`` into ``pr.OV``
     (kept for :func:`prog_factor`, :func:`prog_va` and :func:`prog_update_aref` at the same
     ``q``), then the value of every row of ``Theta`` into ``out[:, 0]`` (same arithmetic)."""
-    prog_operands(ga, pr.tw, q, True, pr.OV)
+    prog_operands(ga, pr.ts, q, True, pr.OV)
     prog_rows(ga, ma, pr, p, t, aref, out)
 
 
@@ -2953,7 +2984,7 @@ def prog_factor(ga, pr, ws, rtol):
 def prog_va(ga, ma, pr, p, t, qd, out):
     """:func:`theta_va` by the row program: the operand rates along ``qd`` into ``pr.OR``,
     with the operand values ``pr.OV`` at ``q`` (:func:`prog_values`); same arithmetic."""
-    prog_operands(ga, pr.tw, qd, False, pr.OR)
+    prog_operands(ga, pr.ts, qd, False, pr.OR)
     prog_va_rows(ga, ma, pr, p, t, out)
 
 
@@ -3065,25 +3096,21 @@ def solve_va_step_p(ga, ma, pr, p, t, zdi, a, q, qd, qdd, Rphi, ws, with_R, rhs,
 
 
 @njit(cache=True)
-def predict_frames(ga, cq, cqd, cqdd, h, Rphi, a, ca, w, q):
+def predict_frames(ga, cq, cqd, cqdd, h, q):
     """The position predictor of a step of length ``h`` from the node ``cq, cqd, cqdd`` in
     natural coordinates: every body's origin by the Taylor polynomial
     ``r_n + h rd_n + h^2/2 rdd_n`` and its frame vectors by the rotation
     ``exp([theta]) u_n`` with ``theta = h omega_n + h^2/2 alpha_n``, the angular velocity
     and acceleration read off the node's frame rates (``omega = 1/2 sum_k u_k x ud_k``,
-    ``alpha = 1/2 sum_k u_k x udd_k``; in a planar model the in-plane angle); then every
-    coordinate ``+ R h^2/4 (a - a_n)`` as in
-    :func:`workbench.integrators.trapezoidal.predict_position`.  The frame vectors stay
-    orthonormal, so a wheel that turns about 1 rad per step starts on its rigid-body
-    constraints (the Taylor polynomial leaves them off by ``O(theta^3)``), and the position
-    problem's Newton iteration starts close.  ``q`` may be ``cq`` (each body read before it
-    is written); ``w``: a work vector (d)."""
+    ``alpha = 1/2 sum_k u_k x udd_k``; in a planar model the in-plane angle).  The frame
+    vectors stay orthonormal, so a wheel that turns about 1 rad per step starts on its
+    rigid-body constraints (the Taylor polynomial leaves them off by ``O(theta^3)``), and
+    the position problem's Newton iteration starts close.  The caller adds the move along
+    ``R`` (:func:`workbench.integrators.trapezoidal.shift_position`, as
+    :func:`~workbench.integrators.trapezoidal.predict_position` does for the semi-recursive
+    loop).  ``q`` may be ``cq`` (each body read before it is written)."""
     D = ga.D
     nqb = ga.nqb
-    d = a.shape[0]
-    c4 = 0.25 * h * h
-    for j in range(d):
-        w[j] = c4 * (a[j] - ca[j])
     h2 = 0.5 * h * h
     for b in range(ga.nb):
         s0 = b * nqb
@@ -3142,11 +3169,6 @@ def predict_frames(ga, cq, cqd, cqdd, h, Rphi, a, ca, w, q):
                 u0, u1 = cq[o], cq[o + 1]
                 q[o] = cs * u0 - sn * u1
                 q[o + 1] = sn * u0 + cs * u1
-    for k in range(q.shape[0]):
-        s = q[k]
-        for j in range(d):
-            s += Rphi[k, j] * w[j]
-        q[k] = s
 
 
 @njit(cache=True)
@@ -3201,7 +3223,7 @@ def record_row_p(ga, ma, pr, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, c
     ZDDI_out[k] = a
     # pr.OR holds the operand rates along qd since the last solve_va_step_p
     prog_va_rows(ga, ma, pr, p, t, J)
-    prog_operands(ga, pr.tw, qdd, False, pr.OA)
+    prog_operands(ga, pr.ts, qdd, False, pr.OA)
     jet = np.zeros(3)
     z, zd, zdd = Z_out[k], ZD_out[k], ZDD_out[k]
     for c in range(z.shape[0]):

@@ -150,11 +150,11 @@ def sweep_workspace_g(ga, ma, p, Gm, d, nm):
 
 
 @njit(cache=True)
-def _state_operands(ga, tw, x, Xo, OD, lv):
+def _state_operands(ga, ts, x, Xo, OD, lv):
     """``OD[:, lv]`` = every operand applied to the state direction ``x``
-    (:func:`G.operand_dir` without a field part, by :func:`G.prog_operands` with the term
-    weights ``tw``: the same arithmetic) through the buffer ``Xo``."""
-    G.prog_operands(ga, tw, x, False, Xo)
+    (:func:`G.operand_dir` without a field part, by :func:`G.prog_operands` with the signed
+    term weights ``ts``: the same numbers) through the buffer ``Xo``."""
+    G.prog_operands(ga, ts, x, False, Xo)
     for o in range(Xo.shape[0]):
         for i in range(3):
             OD[o, lv, i] = Xo[o, i]
@@ -310,7 +310,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if has_p:
             G.operand_dir(ga, p, dq, q, dp, has_p, True, OD, 0, tmp3)
         elif moves:
-            _state_operands(ga, pr.tw, dq, Xo, OD, 0)
+            _state_operands(ga, pr.ts, dq, Xo, OD, 0)
         else:
             OD[:, 0, :] = 0.0
         if moves:
@@ -324,7 +324,7 @@ def step_jacobians_w(ga, ma, p, t, zi, zdi, a, q, aref, Gm, ms_type, ms_a, ms_c,
         if has_p:
             G.operand_dir(ga, p, dqd, qd, dp, has_p, False, OD, 1, tmp3)
         else:
-            _state_operands(ga, pr.tw, dqd, Xo, OD, 1)
+            _state_operands(ga, pr.ts, dqd, Xo, OD, 1)
         _level_solve(ga, ma, p, t, dp, has_p, OB, OD, 2, ws, tg, rhs, dqdd)
         measures_g(ga, ma, p, t, q, qd, qdd, dq, dqd, dqdd, dp, True, aref, sc, ms_type, ms_a,
                    ms_c, mval, dmv)

@@ -28,8 +28,8 @@ from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import DOF_COORD
 from workbench.kernels.linalg import (lu_factor_small, lu_solve_factored,
-                                      lu_solve_transpose_factored, maxabs, projected_matrix,
-                                      qr_factor, qr_solve)
+                                      lu_solve_factored_columns, lu_solve_transpose_factored,
+                                      maxabs, projected_matrix, qr_factor, qr_solve)
 # the status codes, re-exported for the callers that read them as MR.OK, MR.ST_... (noqa)
 from workbench.kernels.status import (OK, ST_MASS, ST_NEAR_SINGULAR, ST_NEWTON,  # noqa: F401
                                       ST_NONFINITE, ST_POSITION, ST_SINGULAR, ST_ZERO_SPRING)
@@ -512,23 +512,25 @@ def partition_r(ma, Th, PL, Rphi):
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
     Rphi[:, :] = 0.0
-    x = AR.take1(_S64(), m)
+    X = AR.take2(_S256(), m, d)
+    for r in range(m):
+        for j in range(d):
+            X[r, j] = -Th[r, ma.dof_i[j, 0]]
+    lu_solve_factored_columns(LU, piv, X)
     for j in range(d):
-        col = ma.dof_i[j, 0]
-        Rphi[col, j] = 1.0
-        for r in range(m):
-            x[r] = -Th[r, col]
-        lu_solve_factored(LU, piv, x)
+        Rphi[ma.dof_i[j, 0], j] = 1.0
         for c in range(m):
-            Rphi[dep[c], j] = x[c]
+            Rphi[dep[c], j] = X[c, j]
 
 
 @njit(cache=True, inline="always")
-def _inverse_column(LU, piv, i, e):
-    """Column ``i`` of ``Phi_dep^-1`` into ``e`` (the factors of :func:`partition_factor`)."""
-    for c in range(e.shape[0]):
-        e[c] = 1.0 if c == i else 0.0
-    lu_solve_factored(LU, piv, e)
+def _inverse(LU, piv, X):
+    """``Phi_dep^-1`` into ``X`` (m x m; the factors of :func:`partition_factor`)."""
+    m = X.shape[0]
+    for r in range(m):
+        for c in range(m):
+            X[r, c] = 1.0 if r == c else 0.0
+    lu_solve_factored_columns(LU, piv, X)
 
 
 @njit(cache=True)
@@ -552,11 +554,11 @@ def partition_bound(ma, Th, PL, Rphi):
     for c in range(n):
         for j in range(d):
             b += Rphi[c, j] * Rphi[c, j]
-    e = AR.take1(_S64(), m)
+    X = AR.take2(_S256(), m, m)
+    _inverse(LU, piv, X)
     for i in range(m):
-        _inverse_column(LU, piv, i, e)
         for r in range(m):
-            b += e[r] * e[r]
+            b += X[r, i] * X[r, i]
     if a == 0.0 or not b > 0.0 or not np.isfinite(b):
         return 0.0
     return 1.0 / np.sqrt(a * b)
@@ -578,11 +580,12 @@ def theta_partitioned(ma, p, ws, PL, tau, mu, S):
     m = dep.shape[0]
     d = ma.dof_type.shape[0]
     S[:, :] = 0.0
-    e = AR.take1(_S64(), m)
+    X = AR.take2(_S256(), m, m)
+    _inverse(LU, piv, X)
     for i in range(m):
-        _inverse_column(LU, piv, i, e)
         for c in range(m):
-            S[dep[c], i] = e[c]
+            S[dep[c], i] = X[c, i]
+    e = AR.take1(_S64(), m)
     for c in range(m):
         e[c] = tau[dep[c]]
     lu_solve_transpose_factored(LU, piv, e)
