@@ -696,7 +696,7 @@ def _copy_state3(vn, vd, dst, src):
     """Copy the state ``src`` to ``dst`` in the integrator's work arrays (rows ``3s .. 3s +
     2`` of ``vn``: z, zd, zdd and of ``vd``: zi, zdi, a; see :func:`_integrate`)."""
     # element loops: a row slice assigned from a row slice made two views and an overlap
-    # check per row (closed chain: ~37 atomic reference-count operations per step)
+    # check per row (closed chain: ~37 reference-count calls per step)
     for i in range(3):
         t = 3 * dst + i
         s = 3 * src + i

@@ -2677,7 +2677,9 @@ def record_row(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conserv
 #:   ``asin``, ``-y / r2`` and ``x / r2`` for an angle);
 #: * ``ok[0]``: 1 when every instruction lands in the symbolic pattern (the program path is
 #:   used), 0 when not or when the model has no symbolic analysis (the interpreter path,
-#:   :func:`theta_jacobian` and :func:`sqr_factor`, is used instead).
+#:   :func:`theta_jacobian` and :func:`sqr_factor`, is used instead);
+#: * ``ts (nterms, 4)``: ``tw`` with each term's sign folded in (:func:`_signed_weights`),
+#:   read by :func:`prog_operands`.
 RowProgram = namedtuple("RowProgram", ["tw", "rs", "ins_src", "ins_bl", "ins_row", "ins_c",
                                        "ins_dst", "OV", "OR", "OA", "RS", "ok", "ts"])
 
