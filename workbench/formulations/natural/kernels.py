@@ -3103,8 +3103,9 @@ def predict_frames(ga, cq, cqd, cqdd, h, q):
     natural coordinates: every body's origin by the Taylor polynomial
     ``r_n + h rd_n + h^2/2 rdd_n`` and its frame vectors by the rotation
     ``exp([theta]) u_n`` with ``theta = h omega_n + h^2/2 alpha_n``, the angular velocity
-    and acceleration read off the node's frame rates (``omega = 1/2 sum_k u_k x ud_k``,
-    ``alpha = 1/2 sum_k u_k x udd_k``; in a planar model the in-plane angle).  The frame
+    and acceleration read off the node's frame rates (:func:`angvel_bil`: ``omega = 1/2
+    sum_k u_k x ud_k``, ``alpha = 1/2 sum_k u_k x udd_k``; in a planar model the in-plane
+    angle, averaged over both frame vectors).  The frame
     vectors stay orthonormal, so a wheel that turns about 1 rad per step starts on its
     rigid-body constraints (the Taylor polynomial leaves them off by ``O(theta^3)``), and
     the position problem's Newton iteration starts close.  The caller adds the move along
@@ -3119,23 +3120,14 @@ def predict_frames(ga, cq, cqd, cqdd, h, q):
         for i in range(D):
             q[s0 + i] = cq[s0 + i] + h * cqd[s0 + i] + h2 * cqdd[s0 + i]
         if D == 3:
-            # 2 omega and 2 alpha (the sums over the three frame vectors)
-            wx = wy = wz = 0.0
-            ex = ey = ez = 0.0
-            for k in range(3):
-                o = s0 + 3 + 3 * k
-                u0, u1, u2 = cq[o], cq[o + 1], cq[o + 2]
-                v0, v1, v2 = cqd[o], cqd[o + 1], cqd[o + 2]
-                g0, g1, g2 = cqdd[o], cqdd[o + 1], cqdd[o + 2]
-                wx += u1 * v2 - u2 * v1
-                wy += u2 * v0 - u0 * v2
-                wz += u0 * v1 - u1 * v0
-                ex += u1 * g2 - u2 * g1
-                ey += u2 * g0 - u0 * g2
-                ez += u0 * g1 - u1 * g0
-            t0 = 0.5 * (h * wx + h2 * ex)
-            t1 = 0.5 * (h * wy + h2 * ey)
-            t2 = 0.5 * (h * wz + h2 * ez)
+            # theta = h omega + h^2/2 alpha, omega and alpha the bilinear form of
+            # angvel_bil with the frame vectors' rates and accelerations
+            t0 = h * angvel_bil(ga, b, 0, False, cq, cqd)
+            t0 += h2 * angvel_bil(ga, b, 0, False, cq, cqdd)
+            t1 = h * angvel_bil(ga, b, 1, False, cq, cqd)
+            t1 += h2 * angvel_bil(ga, b, 1, False, cq, cqdd)
+            t2 = h * angvel_bil(ga, b, 2, False, cq, cqd)
+            t2 += h2 * angvel_bil(ga, b, 2, False, cq, cqdd)
             ang2 = t0 * t0 + t1 * t1 + t2 * t2
             if ang2 < 1e-8:
                 c1 = 1.0 - ang2 / 6.0
