@@ -151,3 +151,37 @@ def test_lu_run_equals_qr_run(name, t_end, dt):
     assert np.max(np.abs(fast.zdi - slow.zdi)) < 1e-8 * scale
     assert np.max(np.abs(fast.natural[0] - slow.natural[0])) < 1e-9 * (
         1.0 + np.max(np.abs(slow.natural[0])))
+
+
+@pytest.mark.parametrize("name,t_end,dt,every", [("buggy-dlc", 3.0, 0.015, 20),
+                                                 ("five-bar", 0.5, 1e-3, 100)])
+def test_the_jacobian_written_into_the_lu_array_is_the_gathered_jacobian(name, t_end, dt,
+                                                                          every):
+    """``prog_jacobian_lu`` writes ``Theta_q`` straight into the LU's array: at every
+    gathered position the entry that ``prog_jacobian`` writes into the QR's working columns
+    (the matrix ``_lu_numeric`` read before), bit for bit, zero at every fill-in position,
+    and the same column-norm scale.  The entries are also those of the interpreter's dense
+    ``Theta_q`` (an independent evaluation, to rounding of the products' order)."""
+    cm = _model(name)
+    r = simulate(cm, t_end, dt, formulation="global")
+    ga = global_model(cm)[0]
+    ma = cm.arrays
+    Q, AREF = r.natural
+    ws = G.make_ws(ga)
+    pr = G.row_program(ga, ma.p, ws)
+    assert pr.ins_dstF.shape == pr.ins_dst.shape
+    N = ga.nq
+    gathered = np.zeros(ws.F.shape[0], dtype=bool)
+    gathered[ga.lu_gdst] = True
+    for k in range(0, len(r.t), every):
+        q, aref = Q[k].copy(), AREF[k].copy()
+        G.prog_values(ga, ma, pr, ma.p, r.t[k], q, aref, ws.jets)
+        s_qr = G.prog_jacobian(ga, pr, ws)
+        s_lu = G.prog_jacobian_lu(ga, pr, ws)
+        assert s_lu == s_qr
+        assert np.array_equal(ws.F[ga.lu_gdst], ws.Wc[ws.gpos])
+        assert not np.any(ws.F[~gathered])
+        Th = np.zeros((N, N))
+        G.theta_jacobian(ga, ma.p, q, aref, ws.sc, Th)
+        ref = Th.ravel()[ga.sq_gsrc]
+        assert np.max(np.abs(ws.F[ga.lu_gdst] - ref)) <= 1e-14 * np.max(np.abs(Th))

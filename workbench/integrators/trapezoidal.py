@@ -125,23 +125,21 @@ def next_correction_converged(dnorm, dprev, newton_tol, anorm):
 
 
 @njit(cache=True)
-def extrapolate(order, ca, hist, k):
+def _extrapolate_from(order, c0, hist, j0, k):
     """Component ``k`` of the extrapolation of order ``order >= 1`` (:data:`PRED_COEF`)
-    from ``ca, hist[0], ..., hist[order - 1]`` (newest first)."""
-    s = PRED_COEF[order, 0] * ca[k]
+    from the newest value ``c0`` and the older rows ``hist[j0], ..., hist[j0 + order - 1]``
+    (newest first); scalar arguments, no views of ``hist``."""
+    s = PRED_COEF[order, 0] * c0
     for j in range(1, order + 1):
-        s += PRED_COEF[order, j] * hist[j - 1, k]
+        s += PRED_COEF[order, j] * hist[j0 + j - 1, k]
     return s
 
 
 @njit(cache=True)
-def _extrapolate_history(order, hist, k):
-    """``extrapolate(order, hist[0], hist[1:], k)``: the same arithmetic, without the two
-    views (and their reference counts)."""
-    s = PRED_COEF[order, 0] * hist[0, k]
-    for j in range(1, order + 1):
-        s += PRED_COEF[order, j] * hist[j, k]
-    return s
+def extrapolate(order, ca, hist, k):
+    """Component ``k`` of the extrapolation of order ``order >= 1`` (:data:`PRED_COEF`)
+    from ``ca, hist[0], ..., hist[order - 1]`` (newest first)."""
+    return _extrapolate_from(order, ca[k], hist, 0, k)
 
 
 @njit(cache=True)
@@ -165,7 +163,7 @@ def predictor_weights(ca, hist, nplain, w):
     for o in range(1, omax + 1):
         e = 0.0
         for k in range(ca.shape[0]):
-            e = max(e, abs(_extrapolate_history(o, hist, k) - ca[k]))
+            e = max(e, abs(_extrapolate_from(o, hist[0, k], hist, 1, k) - ca[k]))
         w[o] = 1.0 / (e * e + 1e-300)
         tot += w[o]
     for o in range(1, omax + 1):

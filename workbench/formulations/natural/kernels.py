@@ -1436,22 +1436,19 @@ def sqr_solve_transpose(ga, ws, c, mu):
 @njit(cache=True)
 def _lu_numeric(ga, ws, scale, rtol):
     """Numeric phase of the static-pivot LU of ``Theta_q`` (analysis:
-    :func:`workbench.formulations.natural.build.symbolic_lu`), from the matrix gathered in
-    the QR's working columns ``ws.Wc`` (:func:`prog_jacobian`, left unchanged): its entries
-    scattered into ``ws.F``, then right-looking elimination in the fixed pivot order,
+    :func:`workbench.formulations.natural.build.symbolic_lu`), in place on the matrix that
+    :func:`prog_jacobian_lu` wrote into ``ws.F`` (fill-in positions zero): right-looking
+    elimination in the fixed pivot order,
     pivot ``k`` updating the entries ``lu_upd`` of its rows of ``L`` and columns of ``U``
     (``sum_k |L_k| |U_k|`` multiply-adds: 1.6e3 on the buggy against 6.4e3 for the QR).
     Every pivot is checked before it is used: at least ``LU_PIVOT`` times the largest entry
     below it in its column and above ``rtol scale`` (``scale`` the largest column norm).
     Returns False at the first pivot that fails (``ws.F`` then holds no factorisation;
     the caller factorises by the QR, which also names a singular column)."""
-    F, Wc, gpos = ws.F, ws.Wc, ws.gpos
-    gdst, uptr, lptr, pptr, upd = ga.lu_gdst, ga.lu_uptr, ga.lu_lptr, ga.lu_pptr, ga.lu_upd
+    F = ws.F
+    uptr, lptr, pptr, upd = ga.lu_uptr, ga.lu_lptr, ga.lu_pptr, ga.lu_upd
     n = ga.nq
     nU = uptr[n]
-    F[:] = 0.0
-    for c in range(gdst.shape[0]):
-        F[gdst[c]] = Wc[gpos[c]]
     tiny = rtol * (scale if scale > 0.0 else 1.0)
     for k in range(n):
         piv = F[uptr[k]]
@@ -1760,7 +1757,9 @@ def projected_mass(ga, M, Rphi, out):
     (``M_b = Mloc_b (x) I_D``: row ``s0 + a D + i`` of body ``b`` has its non-zeros in the
     columns ``s0 + c D + i``, ``c = 0..D``): ``M Rphi`` from those ``D + 1`` entries per row,
     in the column order of :func:`workbench.kernels.linalg.projected_matrix` (whose other
-    terms are exact zeros), then the same ``Rphi^T (M Rphi)``."""
+    terms are exact zeros), then the same ``Rphi^T (M Rphi)``.  The zero entries of
+    ``Mloc`` (a body whose centre of mass is its origin and whose frame is principal has
+    ``D + 1`` non-zeros of ``(D + 1)^2``) add exact zeros and are skipped: the same sums."""
     N, d = Rphi.shape
     D = ga.D
     nqb = ga.nqb
@@ -1773,6 +1772,8 @@ def projected_mass(ga, M, Rphi, out):
                 for c in range(D + 1):
                     col = s0 + c * D + i
                     mrc = M[r, col]
+                    if mrc == 0.0:
+                        continue
                     for j in range(d):
                         MRp[r, j] += mrc * Rphi[col, j]
     # out[i, j] = sum_k Rphi[k, i] MRp[k, j], k ascending as before, the d sums of a row
@@ -2679,9 +2680,12 @@ def record_row(ga, ma, p, ws, k, t, q, qd, qdd, zi, zdi, a, iters, Vpot, conserv
 #:   used), 0 when not or when the model has no symbolic analysis (the interpreter path,
 #:   :func:`theta_jacobian` and :func:`sqr_factor`, is used instead);
 #: * ``ts (nterms, 4)``: ``tw`` with each term's sign folded in (:func:`_signed_weights`),
-#:   read by :func:`prog_operands`.
+#:   read by :func:`prog_operands`;
+#: * ``ins_dstF (nins, D)``: each instruction's position in the static-pivot LU's array
+#:   ``ws.F`` instead of ``ws.Wc`` (:func:`prog_jacobian_lu`; the LU's gather
+#:   ``lu_gdst`` composed with ``dst``), ``(0, D)`` for a model without the LU analysis.
 RowProgram = namedtuple("RowProgram", ["tw", "rs", "ins_src", "ins_bl", "ins_row", "ins_c",
-                                       "ins_dst", "OV", "OR", "OA", "RS", "ok", "ts"])
+                                       "ins_dst", "OV", "OR", "OA", "RS", "ok", "ts", "ins_dstF"])
 
 
 @njit(cache=True)
@@ -2746,6 +2750,13 @@ def row_program(ga, p, ws):
     if ok[0] == 1:
         for c in range(ws.gpos.shape[0]):
             pos[ga.sq_gsrc[c]] = ws.gpos[c]
+    # with the LU analysis: the position of each entry in the LU's array ws.F (the gather
+    # of _lu_numeric, c -> lu_gdst[c]), for prog_jacobian_lu
+    lu = ok[0] == 1 and ws.F.shape[0] > 0 and ga.lu_gdst.shape[0] == ws.gpos.shape[0]
+    posF = np.full((m + d) * N if lu else 0, -1, dtype=np.int64)
+    if lu:
+        for c in range(ws.gpos.shape[0]):
+            posF[ga.sq_gsrc[c]] = ga.lu_gdst[c]
     # the operands without a body term are constants: a zero component of one gives
     # Jacobian entries that are exact zeros at every q (e.g. the second component of a
     # ground axis (1, 0, 0)); those instructions are dropped (dst = -1), wherever they land
@@ -2777,6 +2788,7 @@ def row_program(ga, p, ws):
     ins_row = np.zeros(nins, dtype=np.int64)
     ins_c = np.zeros(nins)
     ins_dst = np.zeros((nins, D), dtype=np.int64)
+    ins_dstF = np.zeros((nins if lu else 0, D), dtype=np.int64)
     n = 0
     for k in range(m + d):
         s = rs[k]
@@ -2788,7 +2800,6 @@ def row_program(ga, p, ws):
                 b = ga.tm_body[t]
                 if b < 0:
                     continue
-                sg = ga.tm_sign[t]
                 s0 = b * nqb
                 for slot in range(D + 1):
                     # slots 1..D (the frame vectors) first, then the origin (slot 0)
@@ -2799,7 +2810,7 @@ def row_program(ga, p, ws):
                     ins_src[n] = src
                     ins_bl[n] = u // 2
                     ins_row[n] = k
-                    ins_c[n] = sg * w
+                    ins_c[n] = ts[t, sl]           # the term's sign times w
                     for i in range(D):
                         col = s0 + sl * D + i
                         ds = pos[k * N + col]
@@ -2808,9 +2819,12 @@ def row_program(ga, p, ws):
                         elif ds < 0:
                             ok[0] = 0
                         ins_dst[n, i] = ds
+                        if lu:
+                            ins_dstF[n, i] = -1 if ds < 0 else posF[k * N + col]
                     n += 1
     return RowProgram(tw, rs, ins_src, ins_bl, ins_row, ins_c, ins_dst, np.zeros((nops, 3)),
-                      np.zeros((nops, 3)), np.zeros((nops, 3)), np.zeros((m + d, 2)), ok, ts)
+                      np.zeros((nops, 3)), np.zeros((nops, 3)), np.zeros((m + d, 2)), ok, ts,
+                      ins_dstF)
 
 
 @njit(cache=True)
@@ -2926,13 +2940,8 @@ def prog_update_aref(ga, ma, pr, p, t, aref):
 
 
 @njit(cache=True)
-def prog_jacobian(ga, pr, ws):
-    """``Theta_q`` at the ``q`` of ``pr.OV`` written straight into the working columns
-    ``ws.Wc`` of the symbolic QR (the gather of :func:`sqr_factor` without the dense
-    ``Theta_q``): the row scales of :func:`sf_grad` into ``pr.RS``, ``ws.Wc`` (every
-    position the factorisation can fill) zeroed, then the instructions of
-    :func:`row_program` in order.  Returns the largest column norm (as :func:`sqr_factor`
-    computes it)."""
+def _prog_row_scales(ga, pr):
+    """The row scales of :func:`sf_grad` at the ``q`` of ``pr.OV`` into ``pr.RS``."""
     D = ga.D
     OV, RS, rs = pr.OV, pr.RS, pr.rs
     for k in range(rs.shape[0]):
@@ -2945,10 +2954,15 @@ def prog_jacobian(ga, pr, ws):
         if kind == SF_ANGLE:
             y = _odot(OV, ga.sf_op[s, 2], OV, ga.sf_op[s, 3], D)
         RS[k, 0], RS[k, 1] = _grad_scales(kind, x, y, 1.0)
-    Wf = ws.Wc
-    Wf[:] = 0.0
-    n = ws.Rm.shape[0]
-    src, bl, row, cc, dst = pr.ins_src, pr.ins_bl, pr.ins_row, pr.ins_c, pr.ins_dst
+
+
+@njit(cache=True, inline="always")
+def _prog_scatter(ga, pr, dst, Wf):
+    """The instructions of :func:`row_program` in order, each into its position ``dst``
+    of ``Wf`` (which the caller zeroed)."""
+    D = ga.D
+    OV, RS = pr.OV, pr.RS
+    src, bl, row, cc = pr.ins_src, pr.ins_bl, pr.ins_row, pr.ins_c
     for e in range(src.shape[0]):
         g = RS[row[e], bl[e]] * cc[e]
         o = src[e]
@@ -2956,7 +2970,13 @@ def prog_jacobian(ga, pr, ws):
             ds = dst[e, i]
             if ds >= 0:
                 Wf[ds] += g * OV[o, i]
-    gptr, gpos = ga.sq_gptr, ws.gpos
+
+
+@njit(cache=True, inline="always")
+def _column_scale(n, gptr, gpos, Wf):
+    """The largest column norm of the matrix gathered in ``Wf`` (entry ``c`` of column
+    ``j`` at ``Wf[gpos[c]]``, ``c`` in ``gptr[j] .. gptr[j + 1]``), as :func:`sqr_factor`
+    computes it."""
     scale = 0.0
     for j in range(n):
         s = 0.0
@@ -2968,17 +2988,50 @@ def prog_jacobian(ga, pr, ws):
 
 
 @njit(cache=True)
+def prog_jacobian(ga, pr, ws):
+    """``Theta_q`` at the ``q`` of ``pr.OV`` written straight into the working columns
+    ``ws.Wc`` of the symbolic QR (the gather of :func:`sqr_factor` without the dense
+    ``Theta_q``): the row scales of :func:`sf_grad` into ``pr.RS``, ``ws.Wc`` (every
+    position the factorisation can fill) zeroed, then the instructions of
+    :func:`row_program` in order.  Returns the largest column norm (as :func:`sqr_factor`
+    computes it)."""
+    _prog_row_scales(ga, pr)
+    Wf = ws.Wc
+    Wf[:] = 0.0
+    _prog_scatter(ga, pr, pr.ins_dst, Wf)
+    return _column_scale(ws.Rm.shape[0], ga.sq_gptr, ws.gpos, Wf)
+
+
+@njit(cache=True)
+def prog_jacobian_lu(ga, pr, ws):
+    """:func:`prog_jacobian` into the LU's array ``ws.F`` instead of the QR's working
+    columns (``pr.ins_dstF``: each instruction's position there; the entries the LU fills
+    in stay zero): the same sums in the same order, so ``ws.F`` holds what the gather of
+    ``ws.Wc`` into it gave, without the QR's working columns (2161 entries on the buggy,
+    against the 863 of ``Theta_q``) being zeroed and read.  Returns the largest column
+    norm (the same number)."""
+    _prog_row_scales(ga, pr)
+    F = ws.F
+    F[:] = 0.0
+    _prog_scatter(ga, pr, pr.ins_dstF, F)
+    return _column_scale(ws.Rm.shape[0], ga.sq_gptr, ga.lu_gdst, F)
+
+
+@njit(cache=True)
 def prog_factor(ga, pr, ws, rtol):
-    """:func:`sqr_factor` of ``Theta_q`` at the ``q`` of ``pr.OV``, with the matrix from
-    :func:`prog_jacobian` (the program path; ``pr.ok[0]`` must be 1).  A model with the
-    static-pivot LU analysis (square ``Theta_q``) is factorised by the LU
-    (:func:`_lu_numeric`, ``ws.flags[FL_MODE] = MODE_LU``; the solves then read it), and
-    by the QR when a pivot fails its check."""
+    """:func:`sqr_factor` of ``Theta_q`` at the ``q`` of ``pr.OV`` (the program path;
+    ``pr.ok[0]`` must be 1).  A model with the static-pivot LU analysis (square
+    ``Theta_q``) is factorised by the LU (:func:`prog_jacobian_lu`, :func:`_lu_numeric`,
+    ``ws.flags[FL_MODE] = MODE_LU``; the solves then read it), and by the QR
+    (:func:`prog_jacobian`, :func:`_sqr_numeric`) when a pivot fails its check or there is
+    no LU analysis."""
+    if pr.ins_dstF.shape[0] == pr.ins_dst.shape[0] and ws.F.shape[0] > 0:
+        scale = prog_jacobian_lu(ga, pr, ws)
+        if _lu_numeric(ga, ws, scale, rtol):
+            ws.flags[FL_MODE] = MODE_LU
+            ws.flags[FL_LU] += 1
+            return -1
     scale = prog_jacobian(ga, pr, ws)
-    if ws.F.shape[0] > 0 and _lu_numeric(ga, ws, scale, rtol):
-        ws.flags[FL_MODE] = MODE_LU
-        ws.flags[FL_LU] += 1
-        return -1
     return _sqr_numeric(ga, ws, scale, rtol)
 
 
