@@ -22,16 +22,22 @@ def _model(name):
     return catalog.load(name).compile()
 
 
-def _factorised_states(cm, t_end, dt, every):
-    """Along a global run, every ``every``-th row: ``(ws, Theta_q)`` after
-    :func:`prog_factor` at that row's coordinates, and the mode it chose."""
+def _program_run(cm, t_end, dt):
+    """A global run and the row program of its model: ``(r, ga, ma, ws, pr)``."""
     r = simulate(cm, t_end, dt, formulation="global")
     ga = global_model(cm)[0]
     ma = cm.arrays
-    Q, AREF = r.natural
     ws = G.make_ws(ga)
     pr = G.row_program(ga, ma.p, ws)
     assert pr.ok[0] == 1 and G.has_lu(ga) and ws.F.shape[0] > 0
+    return r, ga, ma, ws, pr
+
+
+def _factorised_states(cm, t_end, dt, every):
+    """Along a global run, every ``every``-th row: ``(ws, Theta_q)`` after
+    :func:`prog_factor` at that row's coordinates, and the mode it chose."""
+    r, ga, ma, ws, pr = _program_run(cm, t_end, dt)
+    Q, AREF = r.natural
     N = ga.nq
     for k in range(0, len(r.t), every):
         q, aref = Q[k].copy(), AREF[k].copy()
@@ -162,13 +168,8 @@ def test_the_jacobian_written_into_the_lu_array_is_the_gathered_jacobian(name, t
     (the matrix ``_lu_numeric`` read before), bit for bit, zero at every fill-in position,
     and the same column-norm scale.  The entries are also those of the interpreter's dense
     ``Theta_q`` (an independent evaluation, to rounding of the products' order)."""
-    cm = _model(name)
-    r = simulate(cm, t_end, dt, formulation="global")
-    ga = global_model(cm)[0]
-    ma = cm.arrays
+    r, ga, ma, ws, pr = _program_run(_model(name), t_end, dt)
     Q, AREF = r.natural
-    ws = G.make_ws(ga)
-    pr = G.row_program(ga, ma.p, ws)
     assert pr.ins_dstF.shape == pr.ins_dst.shape
     N = ga.nq
     gathered = np.zeros(ws.F.shape[0], dtype=bool)

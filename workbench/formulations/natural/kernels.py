@@ -2957,9 +2957,14 @@ def _prog_row_scales(ga, pr):
 
 
 @njit(cache=True, inline="always")
-def _prog_scatter(ga, pr, dst, Wf):
-    """The instructions of :func:`row_program` in order, each into its position ``dst``
-    of ``Wf`` (which the caller zeroed)."""
+def _prog_jacobian_into(ga, pr, dst, W, gpos, n):
+    """The row scales (:func:`_prog_row_scales`), ``W`` zeroed, the instructions of
+    :func:`row_program` in order, each into its position ``dst`` of ``W``; returns the
+    largest column norm of the matrix gathered in ``W`` (entry ``c`` of column ``j`` at
+    ``W[gpos[c]]``, ``c`` in ``sq_gptr[j] .. sq_gptr[j + 1]``), as :func:`sqr_factor`
+    computes it."""
+    _prog_row_scales(ga, pr)
+    W[:] = 0.0
     D = ga.D
     OV, RS = pr.OV, pr.RS
     src, bl, row, cc = pr.ins_src, pr.ins_bl, pr.ins_row, pr.ins_c
@@ -2969,19 +2974,13 @@ def _prog_scatter(ga, pr, dst, Wf):
         for i in range(D):
             ds = dst[e, i]
             if ds >= 0:
-                Wf[ds] += g * OV[o, i]
-
-
-@njit(cache=True, inline="always")
-def _column_scale(n, gptr, gpos, Wf):
-    """The largest column norm of the matrix gathered in ``Wf`` (entry ``c`` of column
-    ``j`` at ``Wf[gpos[c]]``, ``c`` in ``gptr[j] .. gptr[j + 1]``), as :func:`sqr_factor`
-    computes it."""
+                W[ds] += g * OV[o, i]
+    gptr = ga.sq_gptr
     scale = 0.0
     for j in range(n):
         s = 0.0
         for c in range(gptr[j], gptr[j + 1]):
-            x = Wf[gpos[c]]
+            x = W[gpos[c]]
             s += x * x
         scale = max(scale, np.sqrt(s))
     return scale
@@ -2995,11 +2994,7 @@ def prog_jacobian(ga, pr, ws):
     position the factorisation can fill) zeroed, then the instructions of
     :func:`row_program` in order.  Returns the largest column norm (as :func:`sqr_factor`
     computes it)."""
-    _prog_row_scales(ga, pr)
-    Wf = ws.Wc
-    Wf[:] = 0.0
-    _prog_scatter(ga, pr, pr.ins_dst, Wf)
-    return _column_scale(ws.Rm.shape[0], ga.sq_gptr, ws.gpos, Wf)
+    return _prog_jacobian_into(ga, pr, pr.ins_dst, ws.Wc, ws.gpos, ws.Rm.shape[0])
 
 
 @njit(cache=True)
@@ -3010,11 +3005,7 @@ def prog_jacobian_lu(ga, pr, ws):
     ``ws.Wc`` into it gave, without the QR's working columns (2161 entries on the buggy,
     against the 863 of ``Theta_q``) being zeroed and read.  Returns the largest column
     norm (the same number)."""
-    _prog_row_scales(ga, pr)
-    F = ws.F
-    F[:] = 0.0
-    _prog_scatter(ga, pr, pr.ins_dstF, F)
-    return _column_scale(ws.Rm.shape[0], ga.sq_gptr, ga.lu_gdst, F)
+    return _prog_jacobian_into(ga, pr, pr.ins_dstF, ws.F, ga.lu_gdst, ws.Rm.shape[0])
 
 
 @njit(cache=True)
