@@ -125,10 +125,16 @@ def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mv):
 
     ``r_f = r_p + A_p s``: ``dr_f = dr_p + th_p x (r_f - r_p) + A_p ds``;
     ``u_f = A_p a``: ``du_f = th_p x u_f``; ``th_f = th_p + u_f dz_f`` (revolute).
-    ``mv``: :func:`moved_frames` (zero at the frames it leaves).
+    ``mv``: :func:`moved_frames` (zero at the frames it leaves).  Scalars instead of row
+    views (each view is reference-counted); the same operations in the same order as
+    ``_cx``.
     """
-    nf = ma.fr_parent.shape[0]
-    t1 = _S3()
+    fr_parent = ma.fr_parent
+    fr_off = ma.fr_off
+    fr_axis = ma.fr_axis
+    fr_type = ma.fr_type
+    fr_coord = ma.fr_coord
+    nf = fr_parent.shape[0]
     for f in range(nf):
         if mv[f] == 0:
             for i in range(3):
@@ -136,34 +142,39 @@ def frame_positions_t(ma, p, dp, z, dz, A, r, u, th, dr, du, mv):
                 dr[f, i] = 0.0
                 du[f, i] = 0.0
             continue
-        par = ma.fr_parent[f]
-        o = ma.fr_off[f]
-        a = ma.fr_axis[f]
-        typ = ma.fr_type[f]
-        c = ma.fr_coord[f]
+        par = fr_parent[f]
+        o = fr_off[f]
+        typ = fr_type[f]
+        c = fr_coord[f]
         dq = dz[c] if c >= 0 else 0.0
         ds0 = dp[o]
         ds1 = dp[o + 1]
         ds2 = dp[o + 2]
         if typ == PRISMATIC:
-            ds0 += a[0] * dq
-            ds1 += a[1] * dq
-            ds2 += a[2] * dq
+            ds0 += fr_axis[f, 0] * dq
+            ds1 += fr_axis[f, 1] * dq
+            ds2 += fr_axis[f, 2] * dq
         if par < 0:
             for i in range(3):
                 th[f, i] = 0.0
                 dr[f, i] = ds0 if i == 0 else (ds1 if i == 1 else ds2)
                 du[f, i] = 0.0
         else:
-            Ap = A[par]
+            t0 = r[f, 0] - r[par, 0]
+            t1 = r[f, 1] - r[par, 1]
+            t2 = r[f, 2] - r[par, 2]
+            w0, w1, w2 = th[par, 0], th[par, 1], th[par, 2]
+            dr[f, 0] = w1 * t2 - w2 * t1
+            dr[f, 1] = w2 * t0 - w0 * t2
+            dr[f, 2] = w0 * t1 - w1 * t0
+            u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+            du[f, 0] = w1 * u2 - w2 * u1
+            du[f, 1] = w2 * u0 - w0 * u2
+            du[f, 2] = w0 * u1 - w1 * u0
             for i in range(3):
-                t1[i] = r[f, i] - r[par, i]
-            thp = th[par]
-            _cx(thp, t1, dr[f])
-            _cx(thp, u[f], du[f])
-            for i in range(3):
-                dr[f, i] += dr[par, i] + Ap[i, 0] * ds0 + Ap[i, 1] * ds1 + Ap[i, 2] * ds2
-                th[f, i] = thp[i]
+                dr[f, i] += (dr[par, i] + A[par, i, 0] * ds0 + A[par, i, 1] * ds1
+                             + A[par, i, 2] * ds2)
+                th[f, i] = th[par, i]
         if typ == REVOLUTE:
             for i in range(3):
                 th[f, i] += u[f, i] * dq
@@ -263,21 +274,24 @@ def body_inertias_t(ma, p, dp, A, r, th, dr, bg, bJ, bdm, bdg, bdJ, mv):
 def joint_columns_t(ma, r, u, dr, du, db, mv):
     """Tangent of :func:`workbench.kernels.tree.joint_columns`: revolute ``[dr x u + r x du; du]``
     (``mv``: :func:`moved_frames`)."""
+    fr_type = ma.fr_type
     nf = ma.fr_parent.shape[0]
     for f in range(nf):
-        typ = ma.fr_type[f]
+        typ = fr_type[f]
         if mv[f] == 0:
             typ = -1
         if typ == REVOLUTE:
-            rf = r[f]
-            uf = u[f]
-            drf = dr[f]
-            duf = du[f]
-            db[f, 0] = drf[1] * uf[2] - drf[2] * uf[1] + rf[1] * duf[2] - rf[2] * duf[1]
-            db[f, 1] = drf[2] * uf[0] - drf[0] * uf[2] + rf[2] * duf[0] - rf[0] * duf[2]
-            db[f, 2] = drf[0] * uf[1] - drf[1] * uf[0] + rf[0] * duf[1] - rf[1] * duf[0]
-            for i in range(3):
-                db[f, 3 + i] = duf[i]
+            # scalars instead of row views (each view is reference-counted)
+            r0, r1, r2 = r[f, 0], r[f, 1], r[f, 2]
+            u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+            dr0, dr1, dr2 = dr[f, 0], dr[f, 1], dr[f, 2]
+            du0, du1, du2 = du[f, 0], du[f, 1], du[f, 2]
+            db[f, 0] = dr1 * u2 - dr2 * u1 + r1 * du2 - r2 * du1
+            db[f, 1] = dr2 * u0 - dr0 * u2 + r2 * du0 - r0 * du2
+            db[f, 2] = dr0 * u1 - dr1 * u0 + r0 * du1 - r1 * du0
+            db[f, 3] = du0
+            db[f, 4] = du1
+            db[f, 5] = du2
         elif typ == PRISMATIC:
             for i in range(3):
                 db[f, i] = du[f, i]
@@ -1317,21 +1331,32 @@ def reference_points_t(ma, dr, dP, bdg):
 def com_columns_t(ma, r, u, P, dr, du, dP, dbv, mv):
     """Tangent of :func:`workbench.kernels.tree.com_columns`: revolute ``[u x (P - r); u]``
     (``mv``: :func:`moved_frames`)."""
+    fr_type = ma.fr_type
     nf = ma.fr_parent.shape[0]
-    d = _S3()
-    dd = _S3()
     for f in range(nf):
-        typ = ma.fr_type[f]
+        typ = fr_type[f]
         if mv[f] == 0:
             typ = -1
         if typ == REVOLUTE:
-            for i in range(3):
-                d[i] = P[f, i] - r[f, i]
-                dd[i] = dP[f, i] - dr[f, i]
-            _cx(du[f], d, dbv[f, 0:3])
-            _cxadd(u[f], dd, dbv[f, 0:3], 1.0)
-            for i in range(3):
-                dbv[f, 3 + i] = du[f, i]
+            # scalars instead of row views (each view is reference-counted); the same
+            # operations in the same order as _cx and _cxadd
+            d0 = P[f, 0] - r[f, 0]
+            d1 = P[f, 1] - r[f, 1]
+            d2 = P[f, 2] - r[f, 2]
+            dd0 = dP[f, 0] - dr[f, 0]
+            dd1 = dP[f, 1] - dr[f, 1]
+            dd2 = dP[f, 2] - dr[f, 2]
+            du0, du1, du2 = du[f, 0], du[f, 1], du[f, 2]
+            u0, u1, u2 = u[f, 0], u[f, 1], u[f, 2]
+            b0 = du1 * d2 - du2 * d1
+            b1 = du2 * d0 - du0 * d2
+            b2 = du0 * d1 - du1 * d0
+            dbv[f, 0] = b0 + 1.0 * (u1 * dd2 - u2 * dd1)
+            dbv[f, 1] = b1 + 1.0 * (u2 * dd0 - u0 * dd2)
+            dbv[f, 2] = b2 + 1.0 * (u0 * dd1 - u1 * dd0)
+            dbv[f, 3] = du0
+            dbv[f, 4] = du1
+            dbv[f, 5] = du2
         elif typ == PRISMATIC:
             for i in range(3):
                 dbv[f, i] = du[f, i]
