@@ -183,6 +183,7 @@ def _unbox_kernel_arrays(typ, obj, c):
     c.pyapi.decref(mi_obj)
     return NativeValue(struct_ref._getvalue())
 
+
 _CTORS: dict = {}
 
 
