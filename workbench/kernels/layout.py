@@ -17,7 +17,7 @@ Reference counts.  numba counts the references of every array it passes to a ker
 LLVM does not inline and of every view it takes (an atomic increment and decrement of the
 buffer's memory-info record, a pipeline-serialising ``lock`` instruction each): in the
 hot loops they took about half of the time (measured with ``perf`` on the five-bar step
-Jacobians).  Hence three helpers for the kernels:
+Jacobians).  Hence three helpers for the kernels, and a data model:
 
 * :func:`borrowed` / :func:`borrow`: views without a memory-info pointer, for which
   ``NRT_incref``/``NRT_decref`` return at once.  The StructRef's arrays are borrowed
@@ -124,10 +124,11 @@ class UncountedStructRefModel(models.StructRefModel):
     into an inlined kernel's argument costs no atomic increment/decrement.  Safe because
     the kernels never keep or return the StructRef: the Python proxy owns it for the
     whole call (:func:`_unbox_kernel_arrays` gives back at once the reference that
-    unboxing takes).  Measured before (five-bar adjoint sweep, ``gdb`` on the atomic
-    instructions of ``NRT_incref``/``NRT_decref``): 94 % of the sweep's atomic
-    reference-count operations were this one StructRef's, ~52 per step row, and the two
-    functions took 11 % of the sweep's samples (``perf``)."""
+    unboxing takes).  Measured on the five-bar's adjoint sweep (``gdb`` on the atomic
+    instructions of ``NRT_incref``/``NRT_decref``): 94 % of its atomic reference-count
+    operations were this one StructRef's, and the two functions took 11 % of its
+    samples (``perf``); 111 -> 11 atomic operations per row with this model
+    (docs/performance.md, "Session 22")."""
 
     def traverse(self, builder):
         return []
@@ -155,8 +156,10 @@ class KernelArrays(structref.StructRefProxy):
 
 @box(ModelArraysType)
 def _box_kernel_arrays(typ, val, c):
-    """numba's StructRef boxing (``structref.define_boxing``): the proxy takes the
-    StructRef's reference (a constructor's new StructRef, :func:`_constructor`)."""
+    """numba's StructRef boxing, as ``structref.define_boxing`` writes it (which cannot
+    be called here: it also registers numba's unboxing, and numba refuses a second
+    unboxing for the type): the proxy takes the StructRef's reference (a constructor's
+    new StructRef, :func:`_constructor`)."""
     struct_ref = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
     boxed_meminfo = c.box(types.MemInfoPointer(types.voidptr), struct_ref.meminfo)
     ctor_pyfunc = c.pyapi.unserialize(c.pyapi.serialize_object(KernelArrays._numba_box_))
