@@ -5,8 +5,8 @@ parameter, the geometric ones included)."""
 
 import numpy as np
 import pytest
-
 from conftest import random_tree
+
 from workbench.apps.peers_bench import open_chain
 from workbench.compiled.parameters import kinematic_parameters
 from workbench.formulations.semirecursive import matrixr as MR
