@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 from conftest import random_tree
 
-from workbench.apps.peers_bench import open_chain
+from workbench import objectives as O
+from workbench.apps.peers_bench import chain_data, chain_objective, open_chain
 from workbench.compiled.parameters import kinematic_parameters
+from workbench.errors import OptionError
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
+from workbench.integrators.simulation import simulate
 from workbench.kernels import cotangents as CT
+from workbench.sensitivities.driver import sensitivity
 
 
 def _sprung_tree(seed):
@@ -102,3 +106,119 @@ def test_one_reverse_pass_gives_the_transposed_step_jacobians(case, form):
 def test_models_with_other_loads_are_not_claimed():
     cm = random_tree(3, forces=True).compile()
     assert not CT.virtual_power_supported(cm.arrays)
+
+
+# ----------------------------------------------------------------------------------------
+# the discrete adjoint by reverse-mode step products (products="reverse")
+# ----------------------------------------------------------------------------------------
+
+
+def _parametrized_sprung_tree():
+    """:func:`_sprung_tree` with parameters bound to a mass, a centre-of-mass coordinate,
+    an inertia, a joint location (geometric: it moves the configuration), a measured
+    point's coordinate and a joint spring's stiffness, damping and rest angle."""
+    m = _sprung_tree(3)
+    b = m.bodies
+
+    def bind(name, value, unit, setter):
+        m.parameter(name, value, unit, provenance="test")
+        setter(name)
+
+    def set_item(obj, attr, i):
+        def f(name):
+            v = list(getattr(obj, attr))
+            v[i] = name
+            setattr(obj, attr, tuple(v))
+        return f
+
+    bind("m1", float(b["b1"].mass), "kg", lambda nm: setattr(b["b1"], "mass", nm))
+    bind("xg2", float(b["b2"].com[0]), "m", set_item(b["b2"], "com", 0))
+    bind("I3", float(b["b3"].inertia[0]), "kg*m^2", set_item(b["b3"], "inertia", 0))
+    j2 = m.joints["j2"]
+    bind("jz", float(j2.parent_point[2]), "m", set_item(j2, "parent_point", 2))
+    p1 = list(b["b4"].points["p1"])
+    bind("py", float(p1[1]), "m", lambda nm: b["b4"].points.__setitem__(
+        "p1", (p1[0], nm, p1[2])))
+    js = m.joint_springs[next(iter(m.joint_springs))]
+    bind("kj", 7.0, "N*m/rad", lambda nm: setattr(js, "k", nm))
+    bind("cj", 0.5, "N*m*s/rad", lambda nm: setattr(js, "c", nm))
+    bind("qj", 0.3, "rad", lambda nm: setattr(js, "q0", nm))
+    return m, ["m1", "xg2", "I3", "jz", "py", "kj", "cj", "qj"]
+
+
+# every measure kind of the semi-recursive kernels but reactions
+_TREE_OBJECTIVES = [
+    O.point_position("x", "b4.p1", components="xz", power=1),
+    O.point_velocity("v", "b6.p1"),
+    O.point_acceleration("a", "b2.p0", components="y"),
+    O.angular_velocity("wb", "b4", components="xz", frame="body"),
+    O.angular_velocity("wg", "b3", frame="global"),
+    O.coordinate("q", "j0"),
+    O.coordinate("qd", "j3.a2", level=1),
+    O.coordinate("qdd", "j4.ry", level=2),
+]
+
+
+@pytest.mark.parametrize("case", ["tree", "chain"])
+def test_reverse_products_give_the_adjoint_and_direct_gradients(case):
+    """The discrete adjoint by reverse-mode products (no step Jacobian formed; the
+    transposed solve by preconditioned passes) equals the Jacobian-based discrete adjoint
+    and the direct method: the same discrete derivative, to rounding."""
+    if case == "tree":
+        model, names = _parametrized_sprung_tree()
+        kw = dict(objectives=_TREE_OBJECTIVES, parameters=names, t_end=0.1, dt=1e-3)
+    else:
+        model = open_chain(5)
+        kw = dict(objectives=[chain_objective(5)], parameters=chain_data(5).names,
+                  t_end=0.2, dt=1e-3)
+    cm = model.compile()
+    sim = simulate(cm, kw["t_end"], kw["dt"], keep_states=True)
+    run = {k: v for k, v in kw.items() if k not in ("t_end", "dt")}
+    rev = sensitivity(cm, method="adjoint", products="reverse", simulation=sim, threads=1,
+                      **run)
+    fwd = sensitivity(cm, method="adjoint", simulation=sim, threads=1, **run)
+    direct = sensitivity(cm, method="direct", simulation=sim, threads=1, **run)
+    assert rev.timings["products"] == "reverse"
+    # the passes contract by ~1e-3 (docs/performance.md, session 23): a handful per row
+    assert 2 <= rev.timings["reverse_passes_per_row"] <= 10 * len(rev.objectives)
+    # 1e-11 of each objective's largest entry: the two adjoints and the direct method
+    # agree to ~1e-13 (rounding of the recursions and of the solves with T); the same
+    # bound as direct = adjoint elsewhere in the suite
+    for j in range(len(rev.objectives)):
+        scale = np.abs(fwd.gradient[j]).max()
+        for other in (fwd.gradient[j], direct.gradient[j]):
+            np.testing.assert_allclose(rev.gradient[j], other, rtol=0, atol=1e-11 * scale)
+        np.testing.assert_allclose(rev.running[:, j], fwd.running[:, j], rtol=0,
+                                   atol=1e-11 * scale)
+    # the objectives: the same measures, evaluated from the kept states on both sides
+    np.testing.assert_allclose(rev.psi, fwd.psi, rtol=1e-14, atol=0)
+
+
+def test_reverse_products_in_checkpointed_segments_equal_full_storage():
+    cm = open_chain(5).compile()
+    kw = dict(objectives=[chain_objective(5)], parameters=chain_data(5).names, t_end=0.2,
+              dt=1e-3, threads=1, products="reverse")
+    full = sensitivity(cm, method="adjoint", **kw)
+    seg = sensitivity(cm, method="adjoint", checkpoint_steps=37, **kw)
+    assert seg.timings["segments"] > 1
+    # the segments re-run the same steps bit for bit; the recursion is the same
+    np.testing.assert_allclose(seg.gradient, full.gradient, rtol=1e-13, atol=0)
+
+
+def test_reverse_products_refuse_what_they_do_not_cover():
+    with pytest.raises(OptionError, match="five-bar.*products='forward'"):
+        sensitivity("five-bar", method="adjoint", products="reverse", t_end=0.01)
+    with pytest.raises(OptionError, match="discrete adjoint"):
+        sensitivity(open_chain(2).compile(), objectives=[chain_objective(2)],
+                    parameters=["m0"], method="direct", products="reverse", t_end=0.01,
+                    dt=1e-3)
+    with pytest.raises(OptionError, match="unknown value 'backward'"):
+        sensitivity(open_chain(2).compile(), objectives=[chain_objective(2)],
+                    parameters=["m0"], products="backward", t_end=0.01, dt=1e-3)
+
+
+def test_the_cli_takes_the_products_option_and_refuses_an_uncovered_model(capsys):
+    from workbench.apps.cli import main
+    assert main(["sensitivity", "five-bar", "--products", "reverse", "--t-end", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "products='reverse'" in err and "five-bar" in err and "Traceback" not in err

@@ -527,6 +527,10 @@ def _add_sensitivity(sub):
     p.add_argument("--threads", type=int, default=None,
                    help="threads of the step Jacobians (default: numba's, the cores); "
                         "the gradient does not depend on it")
+    p.add_argument("--products", default="forward", choices=("forward", "reverse"),
+                   help="discrete adjoint: step Jacobians by forward tangents (default) or "
+                        "reverse-mode step products without Jacobians (open trees whose "
+                        "DOF are joint coordinates, gravity and joint spring-dampers)")
     p.add_argument("--params", default=None, metavar="P1,P2,...",
                    help="parameters (default: the model's design_parameters)")
     p.add_argument("--out", default=None, metavar="FILE.csv",
@@ -554,7 +558,8 @@ def _cmd_sensitivity(args) -> int:
         with run_settings(progress=bar):
             res = sensitivity(model, parameters=params, method=args.method,
                               variant=args.variant, formulation=args.formulation,
-                              t_end=args.t_end, dt=args.dt, threads=args.threads)
+                              t_end=args.t_end, dt=args.dt, threads=args.threads,
+                              products=args.products)
     finally:
         bar.close()
     df = res.to_frame()
@@ -562,11 +567,14 @@ def _cmd_sensitivity(args) -> int:
           f"{res.formulation}, {len(res.t) - 1} steps")
     print(df.to_string(index=False, float_format=lambda x: f"{x:.8g}"))
     times = {k: v for k, v in res.timings.items()
-             if isinstance(v, float) and not isinstance(v, bool)}
+             if k.endswith("_s") and isinstance(v, float)}
     flags = {k: v for k, v in res.timings.items() if k not in times}
+
+    def flag(v):
+        return ("yes" if v is True else "no" if v is False else
+                f"{v:.3g}" if isinstance(v, float) else v)
     print("timings: " + ", ".join(f"{k} {v:.3f} s" for k, v in times.items())
-          + "".join(f"; {k}: {'yes' if v is True else 'no' if v is False else v}"
-                    for k, v in flags.items()))
+          + "".join(f"; {k}: {flag(v)}" for k, v in flags.items()))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False, float_format="%.12g")

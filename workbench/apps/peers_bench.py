@@ -11,7 +11,8 @@ models, and writes ``peers.json`` and ``peers.md`` (see ``docs/bench-peers.md``)
   the same ODE (closed-form planar-chain mass matrix), the same trapezoidal rule solved
   by Newton on the new accelerations (2 iterations from the previous acceleration), one
   ``jax.lax.scan``, ``jax.jit``; forward and ``jax.grad``.  Compared: the joint
-  coordinates of every row and the gradient.
+  coordinates of every row and the gradient.  A further row times the same adjoint with
+  ``products="reverse"`` (no step Jacobians; its gradient compared with the other's).
 * **adjoint sweep per step** (the sweep alone, given a run that kept its states) against
   **Pinocchio** ``computeABADerivatives`` called once per step along our trajectory
   (a Python loop over the rows; the same chain built with ``pin.Model``): compared, the
@@ -443,14 +444,18 @@ def _chain_rows(n, T, h, repeat, jax_mod, echo) -> tuple[list, dict]:
     kw = dict(objectives=obj, parameters=d.names, t_end=N * h, dt=h, threads=1)
     fwd = lambda: simulate(cm, N * h, h)                                   # noqa: E731
     grad = lambda: sensitivity(cm, method="adjoint", **kw)                 # noqa: E731
-    sim, res = fwd(), grad()                                               # warm-up
-    fwd(), grad()
+    # the same adjoint without step Jacobians (reverse-mode step products, issue 29 item 1)
+    grad_rev = lambda: sensitivity(cm, method="adjoint", products="reverse", **kw)  # noqa: E731
+    sim, res, res_rev = fwd(), grad(), grad_rev()                          # warm-up
+    fwd(), grad(), grad_rev()
+    diff_rev = float(np.max(np.abs(res_rev.gradient - res.gradient))
+                     / np.max(np.abs(res.gradient)))
     case = f"open chain n = {n}, p = {3 * n}, {N} steps"
     ver = f" {jax.__version__}" if jax is not None else ""
     peer = f"JAX{ver} jit (same ODE, trapezoidal, {JAX_NEWTON} Newton its)"
     extra = {"psi": float(res.psi[0])}
     status, comp_f, comp_g, diff_f, diff_g = "measured", "", "", float("nan"), float("nan")
-    fns = {"wb_fwd": fwd, "wb_grad": grad}
+    fns = {"wb_fwd": fwd, "wb_grad": grad, "wb_grad_rev": grad_rev}
     if jax is None:
         status = jax_note
         comp_f = comp_g = "-"
@@ -477,6 +482,7 @@ def _chain_rows(n, T, h, repeat, jax_mod, echo) -> tuple[list, dict]:
             comp_f = comp_g = "-"
     R = _alternate(fns, repeat)
     wf, wg = _med(R.us("wb_fwd", N)), _med(R.us("wb_grad", N))
+    wgr = _med(R.us("wb_grad_rev", N))
     jf_, jg_ = _med(R.us("jax_fwd", N)), _med(R.us("jax_grad", N))
     jax_cfg = f"{peer}; {jax_note}" if jax is not None else peer
 
@@ -498,6 +504,16 @@ def _chain_rows(n, T, h, repeat, jax_mod, echo) -> tuple[list, dict]:
                 workbench_runs=[g / f for g, f in zip(R.us("wb_grad", N), R.us("wb_fwd", N))],
                 peer_runs=[g / f for g, f in zip(R.us("jax_grad", N), R.us("jax_fwd", N))],
                 workbench_cpu=R.cpu_us("wb_grad", N) / R.cpu_us("wb_fwd", N),
+                peer_cpu=R.cpu_us("jax_grad", N) / R.cpu_us("jax_fwd", N)),
+        PeerRow(case, "ratio reverse gradient / forward, workbench adjoint with "
+                "products='reverse' (no step Jacobians)", "x forward", wgr / wf,
+                "JAX grad / JAX forward", jg_ / jf_, status,
+                f"its gradient = the step-Jacobian adjoint's to {diff_rev:.1e} "
+                "(max difference / max |gradient|)", diff_rev,
+                workbench_runs=[g / f for g, f in zip(R.us("wb_grad_rev", N),
+                                                      R.us("wb_fwd", N))],
+                peer_runs=[g / f for g, f in zip(R.us("jax_grad", N), R.us("jax_fwd", N))],
+                workbench_cpu=R.cpu_us("wb_grad_rev", N) / R.cpu_us("wb_fwd", N),
                 peer_cpu=R.cpu_us("jax_grad", N) / R.cpu_us("jax_fwd", N)),
     ]
     for r in rows:

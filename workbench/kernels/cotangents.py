@@ -40,6 +40,8 @@ from numba import njit
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
 from workbench.kernels.layout import PRISMATIC, REVOLUTE
+from workbench.kernels.measures import (MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_COORD_ACC,
+                                        MS_POS, MS_RATE, MS_VEL)
 
 # stack temporaries of constant shape (no allocation in the loops over the bodies)
 _S3x3x3 = AR.scratch(3, 3, 3)
@@ -252,13 +254,14 @@ def frame_kinematics_r(ma, zd, zdd, v, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, zdb,
 
 
 @njit(cache=True)
-def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb):
+def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields=True):
     """Gradient of the bodies' share of the virtual power, ``sum_b m (a_g - g_vec) . v_g
     + (J_G alpha + omega x J_G omega) . omega_v``, with respect to each body frame's
     rotation (``thb``), origin (``rb``), velocity, acceleration and virtual twist (``Zb``,
     ``Zdb``, ``Zvb``) and the bodies' fields (mass, centre of mass, inertia, frame offset:
     ``pb``), added.  ``a_g = a_O + alpha x g + omega x (omega x g)``, ``v_g = v_O + omega_v
-    x g``, ``g = r_f + A_f l``, ``J_G = A_f J_l A_f^T``."""
+    x g``, ``g = r_f + A_f l``, ``J_G = A_f J_l A_f^T``.  ``fields`` False: ``pb`` is not
+    touched (a pass that needs the state products only)."""
     grav = ma.gravity
     gr0, gr1, gr2 = grav[0], grav[1], grav[2]
     mats = _S3x3x3()
@@ -344,8 +347,9 @@ def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb):
         gb0 = (mv1 * al2 - mv2 * al1) + w0 * wm - mv0 * ww + m * (c1 * wv2 - c2 * wv1)
         gb1 = (mv2 * al0 - mv0 * al2) + w1 * wm - mv1 * ww + m * (c2 * wv0 - c0 * wv2)
         gb2 = (mv0 * al1 - mv1 * al0) + w2 * wm - mv2 * ww + m * (c0 * wv1 - c1 * wv0)
-        # d/d m
-        pb[ma.b_mass[b]] += c0 * vg0 + c1 * vg1 + c2 * vg2
+        if fields:
+            # d/d m
+            pb[ma.b_mass[b]] += c0 * vg0 + c1 * vg1 + c2 * vg2
         # g = r_f + A_f l: rb += gb, thb += (g - r_f) x gb, the offset and centre-of-mass
         # fields += A^T gb
         rb[f, 0] += gb0
@@ -354,7 +358,7 @@ def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb):
         thb[f, 0] += d1 * gb2 - d2 * gb1
         thb[f, 1] += d2 * gb0 - d0 * gb2
         thb[f, 2] += d0 * gb1 - d1 * gb0
-        for i in range(3):
+        for i in range(3 if fields else 0):
             s = A[f, 0, i] * gb0 + A[f, 1, i] * gb1 + A[f, 2, i] * gb2
             pb[o + i] += s
             pb[fc + i] += s
@@ -375,6 +379,8 @@ def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb):
         thb[f, 0] += X[1, 2] - X[2, 1]
         thb[f, 1] += X[2, 0] - X[0, 2]
         thb[f, 2] += X[0, 1] - X[1, 0]
+        if not fields:
+            continue
         # the inertia fields: J_l = A^T J_G A, Jlb = A^T Jb A
         # (X reused for Jb A, then the entries of A^T Jb A)
         for i in range(3):
@@ -409,32 +415,146 @@ def joint_springs_r(ma, p, z, zd, v, zb, zdb, pb):
 
 
 @njit(cache=True)
-def virtual_power_gradient_r(ma, p, z, zd, zdd, v, zb, zdb, zddb, pb):
-    """``zb, zdb, zddb, pb`` (set) = the gradients of ``v^T tau(z, zd, zdd; p)`` at fixed
-    ``v``: ``(dtau/dz)^T v``, ``(dtau/dzd)^T v``, ``M v`` and ``(dtau/dp)^T v`` in one
-    backward pass (open trees, :func:`virtual_power_supported`).  The frame kinematics of
-    the state are computed here."""
-    nf = ma.fr_parent.shape[0]
-    A = np.zeros((nf, 3, 3))
-    r = np.zeros((nf, 3))
-    u = np.zeros((nf, 3))
-    bcol = np.zeros((nf, 6))
-    Z = np.zeros((nf, 6))
-    Zd = np.zeros((nf, 6))
-    Zv = np.zeros((nf, 6))
-    K.frame_kinematics(ma, p, z, zd, zdd, A, r, u, bcol, Z, Zd)
-    K.frame_velocities(ma, v, bcol, Zv)
-    thb = np.zeros((nf, 3))
-    rb = np.zeros((nf, 3))
-    ub = np.zeros((nf, 3))
-    Zb = np.zeros((nf, 6))
-    Zdb = np.zeros((nf, 6))
-    Zvb = np.zeros((nf, 6))
+def virtual_power_pass(ma, p, z, zd, zdd, v, A, r, u, bcol, Z, Zd, Zv, thb, rb, ub, Zb, Zdb,
+                       Zvb, zb, zdb, zddb, pb, fields=True):
+    """One backward pass of ``v^T tau(z, zd, zdd; p)`` at fixed ``v``, the frame kinematics
+    of the state given (``A, r, u, bcol, Z, Zd``): sets ``zb = (dtau/dz)^T v``, ``zdb =
+    (dtau/dzd)^T v``, ``zddb = M v`` and (``fields``) ``pb = (dtau/dp)^T v``; without
+    ``fields`` the bodies' field terms are skipped and ``pb`` is left incomplete.  ``Zv``
+    receives the virtual twists; the frame cotangents (``thb`` ... ``Zvb``) are work
+    arrays (open trees, :func:`virtual_power_supported`)."""
+    thb[:, :] = 0.0
+    rb[:, :] = 0.0
+    ub[:, :] = 0.0
+    Zb[:, :] = 0.0
+    Zdb[:, :] = 0.0
+    Zvb[:, :] = 0.0
     zb[:] = 0.0
     zdb[:] = 0.0
     zddb[:] = 0.0
-    pb[:] = 0.0
-    body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb)
+    if fields:
+        pb[:] = 0.0
+    K.frame_velocities(ma, v, bcol, Zv)
+    body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields)
     joint_springs_r(ma, p, z, zd, v, zb, zdb, pb)
     frame_kinematics_r(ma, zd, zdd, v, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, zdb, zddb)
     frame_positions_r(ma, A, r, u, thb, rb, ub, zb, pb)
+
+
+@njit(cache=True)
+def virtual_power_gradient_r(ma, p, z, zd, zdd, v, zb, zdb, zddb, pb):
+    """:func:`virtual_power_pass` at a state given by its coordinates alone (the frame
+    kinematics and the work arrays are made here): ``zb, zdb, zddb, pb`` (set) =
+    ``(dtau/dz)^T v``, ``(dtau/dzd)^T v``, ``M v`` and ``(dtau/dp)^T v``."""
+    nf = ma.fr_parent.shape[0]
+    A = np.zeros((nf, 3, 3))
+    f3 = np.zeros((5, nf, 3))        # r, u, thb, rb, ub
+    f6 = np.zeros((7, nf, 6))        # bcol, Z, Zd, Zv, Zb, Zdb, Zvb
+    K.frame_kinematics(ma, p, z, zd, zdd, A, f3[0], f3[1], f6[0], f6[1], f6[2])
+    virtual_power_pass(ma, p, z, zd, zdd, v, A, f3[0], f3[1], f6[0], f6[1], f6[2], f6[3],
+                       f3[2], f3[3], f3[4], f6[4], f6[5], f6[6], zb, zdb, zddb, pb)
+
+
+@njit(cache=True)
+def measures_r(ma, p, A, r, Z, Zd, ms_type, ms_a, ms_c, cm, thb, rb, Zb, Zdb, zb, zdb, zddb,
+               pb):
+    """Transpose of :func:`workbench.kernels.measures.measures_t`: the gradient of
+    ``sum_k cm[k] m_k`` (point positions, velocities and material accelerations, angular
+    velocities in global or body axes, coordinates and their rates) with respect to the
+    frames' rotations, origins, velocities and accelerations (``thb, rb, Zb, Zdb``), the
+    coordinates (``zb, zdb, zddb``) and the fields (``pb``), added.  Reaction measures
+    are not functions of the kinematics: they are not handled here.
+
+    Point ``x = r_f + A_f l``, ``v = v_O + w x x``, ``a = a_O + alpha x x + w x (w x x)``."""
+    for k in range(ms_type.shape[0]):
+        typ = ms_type[k]
+        i = ms_a[k]
+        c = ms_c[k]
+        y = cm[k]
+        if y == 0.0:
+            continue
+        if typ == MS_POS or typ == MS_VEL or typ == MS_ACC:
+            b = ma.pt_body[i]
+            fld = ma.pt_fld[i]
+            if b < 0:
+                if typ == MS_POS:
+                    pb[fld + c] += y
+                continue
+            f = ma.b_frame[b]
+            o = ma.b_org[b]
+            l0 = p[o] + p[fld]
+            l1 = p[o + 1] + p[fld + 1]
+            l2 = p[o + 2] + p[fld + 2]
+            d0 = A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+            d1 = A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+            d2 = A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+            x0 = r[f, 0] + d0
+            x1 = r[f, 1] + d1
+            x2 = r[f, 2] + d2
+            # the cotangent of the measured component, then that of x
+            c0 = y if c == 0 else 0.0
+            c1 = y if c == 1 else 0.0
+            c2 = y if c == 2 else 0.0
+            w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+            if typ == MS_POS:
+                xb0, xb1, xb2 = c0, c1, c2
+            elif typ == MS_VEL:
+                # v = v_O + w x x: Zb += [c; x x c], xb = c x w
+                Zb[f, 0] += c0
+                Zb[f, 1] += c1
+                Zb[f, 2] += c2
+                Zb[f, 3] += x1 * c2 - x2 * c1
+                Zb[f, 4] += x2 * c0 - x0 * c2
+                Zb[f, 5] += x0 * c1 - x1 * c0
+                xb0 = c1 * w2 - c2 * w1
+                xb1 = c2 * w0 - c0 * w2
+                xb2 = c0 * w1 - c1 * w0
+            else:
+                # a = a_O + alpha x x + w (w . x) - x (w . w)
+                a0, a1, a2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
+                Zdb[f, 0] += c0
+                Zdb[f, 1] += c1
+                Zdb[f, 2] += c2
+                Zdb[f, 3] += x1 * c2 - x2 * c1
+                Zdb[f, 4] += x2 * c0 - x0 * c2
+                Zdb[f, 5] += x0 * c1 - x1 * c0
+                wx = w0 * x0 + w1 * x1 + w2 * x2
+                wc = w0 * c0 + w1 * c1 + w2 * c2
+                xc = x0 * c0 + x1 * c1 + x2 * c2
+                ww = w0 * w0 + w1 * w1 + w2 * w2
+                Zb[f, 3] += c0 * wx + x0 * wc - 2.0 * w0 * xc
+                Zb[f, 4] += c1 * wx + x1 * wc - 2.0 * w1 * xc
+                Zb[f, 5] += c2 * wx + x2 * wc - 2.0 * w2 * xc
+                xb0 = (c1 * a2 - c2 * a1) + w0 * wc - c0 * ww
+                xb1 = (c2 * a0 - c0 * a2) + w1 * wc - c1 * ww
+                xb2 = (c0 * a1 - c1 * a0) + w2 * wc - c2 * ww
+            # x = r_f + A_f l
+            rb[f, 0] += xb0
+            rb[f, 1] += xb1
+            rb[f, 2] += xb2
+            thb[f, 0] += d1 * xb2 - d2 * xb1
+            thb[f, 1] += d2 * xb0 - d0 * xb2
+            thb[f, 2] += d0 * xb1 - d1 * xb0
+            for j in range(3):
+                s = A[f, 0, j] * xb0 + A[f, 1, j] * xb1 + A[f, 2, j] * xb2
+                pb[o + j] += s
+                pb[fld + j] += s
+        elif typ == MS_ANGVEL:
+            Zb[ma.b_frame[i], 3 + c] += y
+        elif typ == MS_ANGVEL_BODY:
+            # e . w with e = A[:, c], de = th x e: thb += y e x w
+            f = ma.b_frame[i]
+            e0, e1, e2 = A[f, 0, c], A[f, 1, c], A[f, 2, c]
+            w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
+            Zb[f, 3] += y * e0
+            Zb[f, 4] += y * e1
+            Zb[f, 5] += y * e2
+            thb[f, 0] += y * (e1 * w2 - e2 * w1)
+            thb[f, 1] += y * (e2 * w0 - e0 * w2)
+            thb[f, 2] += y * (e0 * w1 - e1 * w0)
+        elif typ == MS_COORD:
+            zb[i] += y
+        elif typ == MS_RATE:
+            zdb[i] += y
+        elif typ == MS_COORD_ACC:
+            zddb[i] += y

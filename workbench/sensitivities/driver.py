@@ -91,6 +91,7 @@ from workbench.formulations import REGISTRY, formulation_code
 from workbench.formulations import get as get_formulation
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive import step_jacobians as S
+from workbench.formulations.semirecursive import step_vjp as SV
 from workbench.formulations.status import raise_for_status
 from workbench.integrators.result_kinematics import constraint_force_history, redundant_closures
 from workbench.integrators.simulation import (NEWTON_MAXIT, NEWTON_TOL, PENALTY_OPTIONS, PROGRESS,
@@ -105,6 +106,9 @@ from workbench.statics import equilibrium_start
 
 METHODS = ("direct", "adjoint", "fd")
 VARIANTS = ("discrete", "continuous")
+#: how the discrete adjoint takes its step products ``K^T mu, C^T mu, P^T mu`` (see
+#: :func:`sensitivity`)
+PRODUCTS = ("forward", "reverse")
 FD_REL_STEP = 1e-5
 #: full-storage adjoint above this size (MB) switches to checkpointing
 MEMORY_LIMIT_MB = 512.0
@@ -275,7 +279,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                 variant: str = "discrete", formulation: str = "sr-com", t_end=None, dt=None,
                 fd_step: float = FD_REL_STEP, simulation=None, checkpoint_steps=None,
                 memory_limit_mb: float = MEMORY_LIMIT_MB,
-                threads: int | None = None) -> SensitivityResult:
+                threads: int | None = None, products: str = "forward") -> SensitivityResult:
     """Objectives ``psi = int g dt`` and their gradient with respect to parameters.
 
     Parameters
@@ -316,12 +320,24 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         independent from step to step; the recursions themselves are sequential).
         Default: ``numba.get_num_threads()`` (the machine's cores unless
         ``NUMBA_NUM_THREADS`` says otherwise).  The gradient does not depend on it.
+    products : {"forward", "reverse"}
+        Discrete adjoint only: ``"forward"`` forms the step Jacobians by forward tangent
+        directions (``2d`` state directions per step plus one per geometric parameter);
+        ``"reverse"`` forms none: one reverse-mode pass per objective gives the step
+        products and the transposed solve with ``T`` takes a few passes preconditioned by
+        the simulation's iteration matrix
+        (:mod:`workbench.formulations.semirecursive.step_vjp`).  The same gradient to
+        rounding.  ``"reverse"`` covers open trees whose DOF are their joint coordinates,
+        loaded by gravity, inertia and joint spring-dampers, without reaction measures
+        (OptionError otherwise); it runs on one thread.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     nthreads = _threads(threads)
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+    if products not in PRODUCTS:
+        raise OptionError(f"products: unknown value {products!r}; choose one of {PRODUCTS}")
     for label, v in (("fd_step", fd_step), ("memory_limit_mb", memory_limit_mb)):
         if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v)
                 and v > 0):
@@ -336,7 +352,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         with run_settings(penalty={"projection": "none"}):
             return sensitivity(model, objectives, parameters, method, variant, formulation,
                                t_end, dt, fd_step, simulation, checkpoint_steps,
-                               memory_limit_mb, threads)
+                               memory_limit_mb, threads, products)
     if family not in SW.FAMILY_SWEEPS:
         raise OptionError(f"formulation {formulation!r} (family {family!r}) has no design "
                           "sensitivities yet; choose one of "
@@ -374,6 +390,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                 "revolute) or use method='fd'")
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
+    if products == "reverse":
+        _check_reverse(cm, co, method, variant, formulation, family)
     fm = get_formulation(formulation)
     if checkpoint_steps is not None and not fm.checkpointing:
         raise ValueError(f"checkpoint_steps: the {formulation!r} formulation stores the whole "
@@ -386,12 +404,14 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                               memory_limit_mb)
         if seg is not None:
             return _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end,
-                                         dt, variant, seg, values, SZ0, SV0, nthreads)
+                                         dt, variant, seg, values, SZ0, SV0, nthreads,
+                                         products)
     jac = None
     if simulation is None:
         keep = fm.keeps_states and _fits(
             _full_storage_bytes(cm, co, len(names), nrows, True), memory_limit_mb)
-        if keep and nthreads > 1 and cm.initial_state != "equilibrium" and (
+        if keep and nthreads > 1 and products == "forward" and \
+                cm.initial_state != "equilibrium" and (
                 method == "direct" or _fits(_jacobian_bytes(cm, co, len(names), nrows),
                                             memory_limit_mb)):
             # pipelined: the step Jacobians of the rows the simulation has finished are
@@ -417,6 +437,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         _masks(cm, co, Gm), co, Gm, sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, _kept_states(sim))
     direct_sweep, adjoint_sweep, _ = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
+    extra = {}
     if method == "direct":
         if jac is not None:
             MV, DM = jac
@@ -439,10 +460,13 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         RUN = np.zeros((N, npar, no))
         carry = np.zeros((7, cm.d, no))
         vcode = 0 if variant == "discrete" else 1
-        if not fm.keeps_states or jac is not None:
+        if products == "reverse" or not fm.keeps_states or jac is not None:
             # no kept states (global formulation): a pass of its own; pipelined: the
-            # measures came with the step Jacobians
-            MV = measure_values(sim, co) if jac is None else jac[3]
+            # measures came with the step Jacobians; reverse products: from the stored
+            # rates and accelerations (no step Jacobian evaluates them)
+            MV = (_stored_measures(cm, form, co, sim.t, sim.z, sim.zd, sim.zdd)
+                  if products == "reverse" else
+                  measure_values(sim, co) if jac is None else jac[3])
             g, GM = co.integrand_partials(MV)
             C0 = np.ascontiguousarray(-np.einsum("n,ntk->tk", W, GM) * co.relative[:, None])
             kw = {}
@@ -463,7 +487,11 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                 if k0 == 0:
                     C0[:] = -np.einsum("n,ntk->tk", W, GM) * co.relative[:, None]
             kw = {"partials": partials}
-        if jac is not None:
+        if products == "reverse":
+            st, k, npass = _reverse_rows(cm, co, Gm, form, dt, sim.t, sim.z, sim.zi, sim.zdi,
+                                         sim.zddi, SZ0, SV0, GM, C0, W, GRAD, RUN, 0, N, carry)
+            extra["reverse_passes_per_row"] = npass
+        elif jac is not None:
             st, k = SW.adjoint_block(dt, vcode, 0, N, jac, SZ0, SV0, GM, C0, W, GRAD, RUN, 0,
                                     N, carry)
         else:
@@ -486,7 +514,8 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         running=running,
         timings={"simulation_s": t_sim, "sensitivity_s": t_sens,
                  "total_s": t_sim + t_sens, "equilibrium_s": t_start,
-                 "pipelined": jac is not None},
+                 "pipelined": jac is not None, "products": products,
+                 **extra},
         simulation=sim)
 
 
@@ -624,7 +653,7 @@ def _segment_length(cm, co, npar, t_end, dt, checkpoint_steps, memory_limit_mb):
 
 
 def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt, variant,
-                          seg, values, SZ0, SV0, nthreads):
+                          seg, values, SZ0, SV0, nthreads, products="forward"):
     """Adjoint with checkpointing: the forward run keeps only the states at every
     ``seg``-th step (with the predictor state, so a segment re-run reproduces its rows bit
     for bit); the backward sweep re-runs one segment at a time and carries the adjoint
@@ -698,12 +727,18 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         r = slice(0, kend - k0)
         _, GM = co.integrand_partials(MV, MV0)
         RUN = np.zeros((kend - k0, npar, no))
-        args = _sweep_args(masks, co, Gm, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
-                           sim.zddi[r], sim.states[r])
-        st, k = SW.adjoint_sweep(
-            ma, ma.p, form, dt, vcode, *args, SZ0, SV0, np.ascontiguousarray(GM[r]),
-            np.ascontiguousarray(C0), weights(k0, kend), GRAD, RUN, k0, N, carry,
-            nthreads=nthreads)
+        if products == "reverse":
+            st, k, _ = _reverse_rows(cm, co, Gm, form, dt, sim.t[r], sim.z[r], sim.zi[r],
+                                     sim.zdi[r], sim.zddi[r], SZ0, SV0,
+                                     np.ascontiguousarray(GM[r]), np.ascontiguousarray(C0),
+                                     weights(k0, kend), GRAD, RUN, k0, N, carry)
+        else:
+            args = _sweep_args(masks, co, Gm, sim.t[r], sim.z[r], sim.zi[r], sim.zdi[r],
+                               sim.zddi[r], sim.states[r])
+            st, k = SW.adjoint_sweep(
+                ma, ma.p, form, dt, vcode, *args, SZ0, SV0, np.ascontiguousarray(GM[r]),
+                np.ascontiguousarray(C0), weights(k0, kend), GRAD, RUN, k0, N, carry,
+                nthreads=nthreads)
         _raise(cm, st, sim, k)
         if s == nseg - 1:
             run_t.append(sim.t[kend - k0 - 1])
@@ -722,6 +757,37 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         timings={"simulation_s": t_fwd, "sensitivity_s": t_sens, "total_s": t_fwd + t_sens,
                  "checkpoint_steps": seg, "segments": nseg},
         simulation=None)
+
+
+def _check_reverse(cm, co, method, variant, formulation, family):
+    """``products="reverse"`` is possible here, else OptionError saying why."""
+    if method != "adjoint" or variant != "discrete":
+        raise OptionError(f"products='reverse' is the discrete adjoint's (method='adjoint', "
+                          f"variant='discrete'), not method={method!r}, variant={variant!r}")
+    if family not in ("semirecursive", "rcr"):
+        raise OptionError(f"products='reverse': formulation {formulation!r} has no "
+                          "reverse-mode step products; choose sr-com or sr-origin")
+    if not SV.reverse_supported(cm.arrays, co.ms_type):
+        raise OptionError(
+            f"model {cm.name!r}: products='reverse' covers open trees whose DOF are their "
+            "joint coordinates, loaded by gravity, inertia and joint spring-dampers, without "
+            "reaction measures; this model has closures, other DOF, other loads or reaction "
+            "objectives: use products='forward'")
+
+
+def _reverse_rows(cm, co, Gm, form, dt, T, Z, ZI, ZDI, ZDDI, SZ0, SV0, GM, C0, W, GRAD, RUN,
+                  row0, nglob, carry):
+    """:func:`workbench.formulations.semirecursive.step_vjp.adjoint_sweep_reverse` over
+    the rows given; returns (status, row, mean reverse passes per row)."""
+    ma = cm.arrays
+    c = np.ascontiguousarray
+    passes = np.zeros(len(T), dtype=np.int64)
+    st, k = SV.adjoint_sweep_reverse(
+        ma, ma.p, form, dt, c(T, dtype=float), c(Z), c(ZI), c(ZDI), c(ZDDI),
+        c(Gm, dtype=float), c(co.ms_type, dtype=np.int64), c(co.ms_a, dtype=np.int64),
+        c(co.ms_c, dtype=np.int64), c(SZ0), c(SV0), GM, C0, W, GRAD, RUN, row0, nglob, carry,
+        passes)
+    return st, k, float(passes.mean()) if len(passes) else 0.0
 
 
 def _raise(cm, st, sim, k):
