@@ -23,7 +23,8 @@ def test_every_registered_formulation_is_warmed():
 def test_both_integrators_methods_and_variants_are_warmed():
     src = _source()
     for needle in ('integrator="rk4"', 'method="fd"', '"direct"', '"adjoint"',
-                   'variant="continuous"', "equilibrium(", 'rods={"mode"'):
+                   'variant="continuous"', "equilibrium(", 'rods={"mode"',
+                   'products="reverse"'):
         assert needle in src, needle
 
 

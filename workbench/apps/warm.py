@@ -83,6 +83,14 @@ def _rcr_rk4():
     wb.simulate("five-bar", t_end=_T, dt=_DT, integrator="rk4")
 
 
+def _reverse():
+    """The discrete adjoint by reverse-mode step products (an open tree: the pendulum)."""
+    import workbench as wb
+    from workbench import objectives as O
+    wb.sensitivity("pendulum", objectives=[O.coordinate("angle", "pivot")],
+                   parameters=["m", "L"], method="adjoint", products="reverse", t_end=_T, dt=_DT)
+
+
 #: (label, function): the groups in the order the pool hands them out (a worker takes the
 #: next group when it finishes one).  The semi-recursive group is the longest; the global
 #: one shares almost no kernel with it, so the two start together; the vehicles come last,
@@ -92,9 +100,11 @@ def _rcr_rk4():
 #: multipliers + penalty + rcr 733 s, vehicles 24 s (loaded machine); then, with that group
 #: split: semi-recursive 361 s, global 164 s, multipliers + penalty 191 s, rcr + RK4 293 s,
 #: vehicles 11 s, 655 s in all (the second worker took rcr after the semi-recursive group);
-#: rcr now follows the global group on the second worker.
+#: rcr now follows the global group on the second worker.  The reverse products (2026-11-28)
+#: come last: they reuse the semi-recursive kinematics kernels.
 GROUPS = (("semi-recursive", _sr), ("global", _global), ("rcr, RK4", _rcr_rk4),
-          ("multipliers, penalty", _multipliers_penalty), ("vehicles", _vehicle))
+          ("multipliers, penalty", _multipliers_penalty), ("vehicles", _vehicle),
+          ("reverse products", _reverse))
 
 
 @dataclass

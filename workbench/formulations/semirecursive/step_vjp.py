@@ -11,7 +11,7 @@ cotangents ``(lZ, lV, lA)`` of the step's ``(Z, V, A)``:
 3. ``lZ -= K^T mu``, ``lV -= C^T mu``, ``grad -= P^T mu``.
 
 One reverse pass of the residual (:func:`residual_products`, the virtual power of
-``R mu``, :func:`workbench.kernels.cotangents.virtual_power_gradient_r`) gives ``K^T mu``,
+``R mu``, :func:`workbench.kernels.cotangents.virtual_power_pass`) gives ``K^T mu``,
 ``C^T mu``, ``Mbar^T mu`` and ``P^T mu`` together, hence ``T^T mu``.  Step 2 is solved by
 the iterations ``mu <- mu + T0^-T (b - T^T mu)`` preconditioned by the simulation's own
 iteration matrix ``T0 = R^T (M + h/2 Cd + h^2/4 Kd) R`` (the mass matrix and the force
@@ -20,8 +20,7 @@ they contract by 4e-4 to 7e-3 per pass on the shipped and benchmark models
 (``docs/performance.md``, session 23), and stop once the error left in ``mu`` is below
 ``TOL``; the last pass (the only one with the field terms) gives the products of step 3.
 A row's ``T0`` serves the next rows while the passes keep contracting (``QMAX``,
-``REUSE``).  Exact: the same discrete adjoint as the
-Jacobian-based sweep, to rounding.
+``REUSE``).  Exact: the same discrete adjoint as the Jacobian-based sweep, to rounding.
 
 Scope (:func:`reverse_supported`): open trees whose degrees of freedom are their joint
 coordinates, loaded by gravity, inertia and joint spring-dampers, with any measure but
