@@ -408,10 +408,10 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                                          products)
     jac = None
     if simulation is None:
-        keep = fm.keeps_states and _fits(
+        # (the reverse products read the stored rows only: no kept integrator states)
+        keep = fm.keeps_states and products == "forward" and _fits(
             _full_storage_bytes(cm, co, len(names), nrows, True), memory_limit_mb)
-        if keep and nthreads > 1 and products == "forward" and \
-                cm.initial_state != "equilibrium" and (
+        if keep and nthreads > 1 and cm.initial_state != "equilibrium" and (
                 method == "direct" or _fits(_jacobian_bytes(cm, co, len(names), nrows),
                                             memory_limit_mb)):
             # pipelined: the step Jacobians of the rows the simulation has finished are
@@ -433,7 +433,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     nm, no, npar = co.n_measures, len(co.names), len(names)
     W = _weights(N, dt)
     # (the pipelined sweeps have run already)
-    args = None if jac is not None else _sweep_args(
+    args = None if jac is not None or products == "reverse" else _sweep_args(
         _masks(cm, co, Gm), co, Gm, sim.t, sim.z, sim.zi, sim.zdi, sim.zddi, _kept_states(sim))
     direct_sweep, adjoint_sweep, _ = _sweeps(cm, sim, co)
     t1 = _time.perf_counter()
