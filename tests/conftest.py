@@ -420,6 +420,22 @@ def frame_state(cm, z, zd=None, zdd=None):
 # ----------------------------------------------------------------------------------------
 
 
+def bind(model, name, value, unit, setter):
+    """A test parameter ``name`` (its value and unit) bound by ``setter(name)`` to a
+    model field (the setter writes the name where the number was)."""
+    model.parameter(name, value, unit, provenance="test")
+    setter(name)
+
+
+def set_item(obj, attr, i):
+    """A setter for :func:`bind`: item ``i`` of the tuple attribute ``attr`` of ``obj``."""
+    def f(name):
+        v = list(getattr(obj, attr))
+        v[i] = name
+        setattr(obj, attr, tuple(v))
+    return f
+
+
 def catalog_or_none():
     """The shipped-model catalogue if it is importable, else None."""
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_tree
+from conftest import bind, random_tree, set_item
 
 from workbench import Model
 from workbench import objectives as O
@@ -25,11 +25,6 @@ from workbench.sensitivities.driver import sensitivity
 # ----------------------------------------------------------------------------------------
 
 
-def _bind(model, name, value, unit, setter):
-    model.parameter(name, value, unit, provenance="test")
-    setter(name)
-
-
 def parametrized_tree(seed=3, closed=False):
     """Spatial tree with every joint type, a spring-damper, a joint spring-damper, an
     applied force and torque; parameters bound to a mass, a centre-of-mass coordinate, an
@@ -40,27 +35,20 @@ def parametrized_tree(seed=3, closed=False):
     b = m.bodies
     last = list(b)[-1]
 
-    def set_list(obj, attr, i):
-        def f(name):
-            v = list(getattr(obj, attr))
-            v[i] = name
-            setattr(obj, attr, tuple(v))
-        return f
-
-    _bind(m, "m1", float(b["b1"].mass), "kg", lambda nm: setattr(b["b1"], "mass", nm))
-    _bind(m, "xg2", float(b["b2"].com[0]), "m", set_list(b["b2"], "com", 0))
-    _bind(m, "I3", float(b["b3"].inertia[0]), "kg*m^2", set_list(b["b3"], "inertia", 0))
+    bind(m, "m1", float(b["b1"].mass), "kg", lambda nm: setattr(b["b1"], "mass", nm))
+    bind(m, "xg2", float(b["b2"].com[0]), "m", set_item(b["b2"], "com", 0))
+    bind(m, "I3", float(b["b3"].inertia[0]), "kg*m^2", set_item(b["b3"], "inertia", 0))
     sp = m.springs["spring"]
-    _bind(m, "k", 40.0, "N/m", lambda nm: setattr(sp, "k", nm))
-    _bind(m, "c", 3.0, "N*s/m", lambda nm: setattr(sp, "c", nm))
-    _bind(m, "L0", 0.2, "m", lambda nm: setattr(sp, "length", nm))
+    bind(m, "k", 40.0, "N/m", lambda nm: setattr(sp, "k", nm))
+    bind(m, "c", 3.0, "N*s/m", lambda nm: setattr(sp, "c", nm))
+    bind(m, "L0", 0.2, "m", lambda nm: setattr(sp, "length", nm))
     p0 = list(b[last].points["p0"])
-    _bind(m, "py", float(p0[1]), "m", lambda nm: b[last].points.__setitem__(
+    bind(m, "py", float(p0[1]), "m", lambda nm: b[last].points.__setitem__(
         "p0", (p0[0], nm, p0[2])))
     j2 = m.joints["j2"]
-    _bind(m, "jz", float(j2.parent_point[2]), "m", set_list(j2, "parent_point", 2))
+    bind(m, "jz", float(j2.parent_point[2]), "m", set_item(j2, "parent_point", 2))
     js = m.joint_springs["jspring"]
-    _bind(m, "kj", 7.0, "N*m/rad", lambda nm: setattr(js, "k", nm))
+    bind(m, "kj", 7.0, "N*m/rad", lambda nm: setattr(js, "k", nm))
     names = ["m1", "xg2", "I3", "k", "c", "L0", "py", "jz", "kj"]
     if closed:
         cm = m.compile()

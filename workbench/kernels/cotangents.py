@@ -25,11 +25,13 @@ joint columns, frame velocities, material accelerations and virtual twists (SR-I
 ``zb``, ``zdb``, ``zddb``, ``pb`` with ``dz``, ``dzd``, ``dzdd``, ``dp``.  The kernels
 *add* into the cotangents of their inputs.
 
-Scope (this round): open trees loaded by gravity and joint spring-dampers
-(:func:`virtual_power_supported`).  Not written yet: point spring-dampers, tires, applied
-loads, speed control, path followers, rods, and the constraint and ``R^Phi`` terms of
-closed loops.  Nothing in the product's gradient path calls these kernels yet; the tests
-check them against central differences of ``tau`` and against the step Jacobians.
+Scope: trees loaded by gravity, joint spring-dampers and linear point spring-dampers
+(:func:`virtual_power_supported`); closure rows of point coincidence and distance
+(:func:`constraints_r`, :func:`closures_supported`: with them, the ``dR^Phi`` term of
+closed loops).  Not written yet: other spring laws, tires, applied loads, speed control,
+path followers, rods, the other closure kinds.  The adjoint by reverse products
+(:mod:`workbench.formulations.semirecursive.step_vjp`) calls them; the tests check them
+against central differences of ``tau`` and against the step Jacobians.
 """
 
 from __future__ import annotations
@@ -37,23 +39,30 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from workbench.forces import spring_laws as SL
 from workbench.kernels import layout as AR
 from workbench.kernels import tree as K
-from workbench.kernels.layout import PRISMATIC, REVOLUTE
+from workbench.kernels.layout import C_DIST, C_PTCOMP, PRISMATIC, REVOLUTE
 from workbench.kernels.measures import (MS_ACC, MS_ANGVEL, MS_ANGVEL_BODY, MS_COORD, MS_COORD_ACC,
                                         MS_POS, MS_RATE, MS_VEL)
 
 # stack temporaries of constant shape (no allocation in the loops over the bodies)
 _S3x3x3 = AR.scratch(3, 3, 3)
+_S4x3x3 = AR.scratch(4, 3, 3)
+_S3 = AR.scratch(3)
 
 
 @njit(cache=True)
 def virtual_power_supported(ma):
     """True when :func:`virtual_power_gradient_r` covers every load of the model: gravity,
-    the bodies' inertia and joint spring-dampers (no point spring-dampers, tires, applied
-    loads, speed controls, path followers or rods)."""
-    return (ma.sp_pt.shape[0] == 0 and ma.ty_pt.shape[0] == 0 and ma.af_type.shape[0] == 0
-            and ma.sc_pt.shape[0] == 0 and ma.pf_pt.shape[0] == 0 and ma.rd_pt.shape[0] == 0)
+    the bodies' inertia, joint spring-dampers and point spring-dampers of linear laws (no
+    other spring or damper law, tires, applied loads, speed controls, path followers or
+    rods)."""
+    for s in range(ma.sp_pt.shape[0]):
+        if ma.sp_law[s, 0] != SL.LAW_K_LINEAR or ma.sp_law[s, 1] != SL.LAW_C_LINEAR:
+            return False
+    return (ma.ty_pt.shape[0] == 0 and ma.af_type.shape[0] == 0 and ma.sc_pt.shape[0] == 0
+            and ma.pf_pt.shape[0] == 0 and ma.rd_pt.shape[0] == 0)
 
 
 @njit(cache=True)
@@ -266,31 +275,18 @@ def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fiel
     gr0, gr1, gr2 = grav[0], grav[1], grav[2]
     mats = _S3x3x3()
     JG, Jb, X = mats[0], mats[1], mats[2]
+    gv = _S3()
     for b in range(ma.b_frame.shape[0]):
         f = ma.b_frame[b]
         o = ma.b_org[b]
         fc = ma.b_com[b]
         k = ma.b_inr[b]
-        m = p[ma.b_mass[b]]
-        l0 = p[o] + p[fc]
-        l1 = p[o + 1] + p[fc + 1]
-        l2 = p[o + 2] + p[fc + 2]
-        # g - r_f = A l
-        d0 = A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
-        d1 = A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
-        d2 = A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
-        g0 = r[f, 0] + d0
-        g1 = r[f, 1] + d1
-        g2 = r[f, 2] + d2
-        # J_G = A J_l A^T
-        J00, J11, J22 = p[k], p[k + 1], p[k + 2]
-        J01, J02, J12 = p[k + 3], p[k + 4], p[k + 5]
-        for i in range(3):
-            a0 = A[f, i, 0] * J00 + A[f, i, 1] * J01 + A[f, i, 2] * J02
-            a1 = A[f, i, 0] * J01 + A[f, i, 1] * J11 + A[f, i, 2] * J12
-            a2 = A[f, i, 0] * J02 + A[f, i, 1] * J12 + A[f, i, 2] * J22
-            for j in range(3):
-                JG[i, j] = a0 * A[f, j, 0] + a1 * A[f, j, 1] + a2 * A[f, j, 2]
+        # g = r_f + A l and J_G = A J_l A^T
+        m = K.body_inertia(ma, p, A, r, b, gv, JG)
+        g0, g1, g2 = gv[0], gv[1], gv[2]
+        d0 = g0 - r[f, 0]
+        d1 = g1 - r[f, 1]
+        d2 = g2 - r[f, 2]
         w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
         al0, al1, al2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
         sv0, sv1, sv2 = Zv[f, 0], Zv[f, 1], Zv[f, 2]
@@ -415,8 +411,230 @@ def joint_springs_r(ma, p, z, zd, v, zb, zdb, pb):
 
 
 @njit(cache=True)
+def point_kinematics_r(ma, p, A, r, T, Td, i, xb0, xb1, xb2, vb0, vb1, vb2, ab0, ab1, ab2,
+                       thb, rb, Tb, Tdb, pb, fields):
+    """Transpose of the tangent of :func:`workbench.kernels.tree.point_kinematics` of model
+    point ``i`` with the frame twists ``T`` and accelerations ``Td`` (the frame velocities
+    ``Z`` or the virtual twists ``Zv``): adds the cotangents ``xb, vb, ab`` of its position,
+    velocity and material acceleration to ``thb, rb, Tb, Tdb`` and (``fields``) ``pb``.
+
+    ``x = r_f + A_f l``, ``v = v_O + w x x``, ``a = a_O + alpha x x + w (w . x) - x (w . w)``;
+    a ground point has ``v = a = 0`` and its position fields."""
+    b = ma.pt_body[i]
+    fld = ma.pt_fld[i]
+    if b < 0:
+        if fields:
+            pb[fld] += xb0
+            pb[fld + 1] += xb1
+            pb[fld + 2] += xb2
+        return
+    f = ma.b_frame[b]
+    o = ma.b_org[b]
+    l0 = p[o] + p[fld]
+    l1 = p[o + 1] + p[fld + 1]
+    l2 = p[o + 2] + p[fld + 2]
+    d0 = A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
+    d1 = A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
+    d2 = A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
+    x0 = r[f, 0] + d0
+    x1 = r[f, 1] + d1
+    x2 = r[f, 2] + d2
+    w0, w1, w2 = T[f, 3], T[f, 4], T[f, 5]
+    if vb0 != 0.0 or vb1 != 0.0 or vb2 != 0.0:
+        # v = v_O + w x x: Tb += [vb; x x vb], xb += vb x w
+        Tb[f, 0] += vb0
+        Tb[f, 1] += vb1
+        Tb[f, 2] += vb2
+        Tb[f, 3] += x1 * vb2 - x2 * vb1
+        Tb[f, 4] += x2 * vb0 - x0 * vb2
+        Tb[f, 5] += x0 * vb1 - x1 * vb0
+        xb0 += vb1 * w2 - vb2 * w1
+        xb1 += vb2 * w0 - vb0 * w2
+        xb2 += vb0 * w1 - vb1 * w0
+    if ab0 != 0.0 or ab1 != 0.0 or ab2 != 0.0:
+        # a = a_O + alpha x x + w (w . x) - x (w . w)
+        a0, a1, a2 = Td[f, 3], Td[f, 4], Td[f, 5]
+        Tdb[f, 0] += ab0
+        Tdb[f, 1] += ab1
+        Tdb[f, 2] += ab2
+        Tdb[f, 3] += x1 * ab2 - x2 * ab1
+        Tdb[f, 4] += x2 * ab0 - x0 * ab2
+        Tdb[f, 5] += x0 * ab1 - x1 * ab0
+        wx = w0 * x0 + w1 * x1 + w2 * x2
+        wc = w0 * ab0 + w1 * ab1 + w2 * ab2
+        xc = x0 * ab0 + x1 * ab1 + x2 * ab2
+        ww = w0 * w0 + w1 * w1 + w2 * w2
+        Tb[f, 3] += ab0 * wx + x0 * wc - 2.0 * w0 * xc
+        Tb[f, 4] += ab1 * wx + x1 * wc - 2.0 * w1 * xc
+        Tb[f, 5] += ab2 * wx + x2 * wc - 2.0 * w2 * xc
+        xb0 += (ab1 * a2 - ab2 * a1) + w0 * wc - ab0 * ww
+        xb1 += (ab2 * a0 - ab0 * a2) + w1 * wc - ab1 * ww
+        xb2 += (ab0 * a1 - ab1 * a0) + w2 * wc - ab2 * ww
+    # x = r_f + A_f l
+    rb[f, 0] += xb0
+    rb[f, 1] += xb1
+    rb[f, 2] += xb2
+    thb[f, 0] += d1 * xb2 - d2 * xb1
+    thb[f, 1] += d2 * xb0 - d0 * xb2
+    thb[f, 2] += d0 * xb1 - d1 * xb0
+    if fields:
+        for j in range(3):
+            s = A[f, 0, j] * xb0 + A[f, 1, j] * xb1 + A[f, 2, j] * xb2
+            pb[o + j] += s
+            pb[fld + j] += s
+
+
+@njit(cache=True)
+def constraints_r(ma, p, A, r, T, Td, lam, level, thb, rb, Tb, Tdb, pb, fields):
+    """Transpose of the tangent of :func:`workbench.kernels.tree.constraints` at ``level``
+    (0 positions, 1 velocities, 2 accelerations) with the frame twists ``T`` and
+    accelerations ``Td``: adds the gradient of ``sum_k lam[k] c_k`` with respect to the
+    frames (``thb, rb, Tb, Tdb``) and (``fields``) the fields to the cotangents.  Level 1
+    with the virtual twists ``Zv`` of a fixed ``v`` is ``lam^T Theta(z) v``, the term of
+    ``dR^Phi`` (eq 57).
+
+    Point coincidence (``x_1 - x_2``, ``v_1 - v_2``, ``a_1 - a_2`` by component) and
+    distance rows (``d . d - L^2``, ``2 d . dd``, ``2 dd . dd + 2 d . ddd`` with ``d = x_2 -
+    x_1``); the other kinds are not covered (:func:`closures_supported`)."""
+    c_type = ma.c_type
+    c_i = ma.c_i
+    m = c_type.shape[0]
+    B = _S3x3x3()
+    k = 0
+    while k < m:
+        typ = c_type[k]
+        if typ == C_PTCOMP:
+            # the rows k .. ke-1 of one cut joint: components of the same two points
+            ke = k + 1
+            while ke < m and K._same_points(c_type, c_i, ke):
+                ke += 1
+            y0, y1, y2 = 0.0, 0.0, 0.0
+            for kk in range(k, ke):
+                j = c_i[kk, 2]
+                if j == 0:
+                    y0 += lam[kk]
+                elif j == 1:
+                    y1 += lam[kk]
+                else:
+                    y2 += lam[kk]
+            for side in range(2):
+                sg = 1.0 if side == 0 else -1.0
+                e0, e1, e2 = sg * y0, sg * y1, sg * y2
+                i = c_i[k, side]
+                if level == 0:
+                    point_kinematics_r(ma, p, A, r, T, Td, i, e0, e1, e2, 0.0, 0.0, 0.0, 0.0,
+                                       0.0, 0.0, thb, rb, Tb, Tdb, pb, fields)
+                elif level == 1:
+                    point_kinematics_r(ma, p, A, r, T, Td, i, 0.0, 0.0, 0.0, e0, e1, e2, 0.0,
+                                       0.0, 0.0, thb, rb, Tb, Tdb, pb, fields)
+                else:
+                    point_kinematics_r(ma, p, A, r, T, Td, i, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, e0,
+                                       e1, e2, thb, rb, Tb, Tdb, pb, fields)
+            k = ke
+            continue
+        if typ == C_DIST:
+            K.point_kinematics_b(ma, p, A, r, T, Td, c_i[k, 0], B, 0)
+            K.point_kinematics_b(ma, p, A, r, T, Td, c_i[k, 1], B, 1)
+            lk = lam[k]
+            # rows of B[2]: the cotangents of d, dd, ddd
+            for j in range(3):
+                dj = B[1, 0, j] - B[0, 0, j]
+                ddj = B[1, 1, j] - B[0, 1, j]
+                dddj = B[1, 2, j] - B[0, 2, j]
+                if level == 0:
+                    B[2, 0, j] = 2.0 * lk * dj
+                    B[2, 1, j] = 0.0
+                    B[2, 2, j] = 0.0
+                elif level == 1:
+                    B[2, 0, j] = 2.0 * lk * ddj
+                    B[2, 1, j] = 2.0 * lk * dj
+                    B[2, 2, j] = 0.0
+                else:
+                    B[2, 0, j] = 2.0 * lk * dddj
+                    B[2, 1, j] = 4.0 * lk * ddj
+                    B[2, 2, j] = 2.0 * lk * dj
+            if level == 0 and fields:
+                L = p[ma.c_fld[k]]
+                pb[ma.c_fld[k]] -= 2.0 * lk * L
+            for side in range(2):
+                sg = -1.0 if side == 0 else 1.0
+                point_kinematics_r(ma, p, A, r, T, Td, c_i[k, side], sg * B[2, 0, 0],
+                                   sg * B[2, 0, 1], sg * B[2, 0, 2], sg * B[2, 1, 0],
+                                   sg * B[2, 1, 1], sg * B[2, 1, 2], sg * B[2, 2, 0],
+                                   sg * B[2, 2, 1], sg * B[2, 2, 2], thb, rb, Tb, Tdb, pb,
+                                   fields)
+        k += 1
+
+
+@njit(cache=True)
+def closures_supported(ma):
+    """True when :func:`constraints_r` covers every closure row (point coincidence and
+    distance rows only)."""
+    for k in range(ma.c_type.shape[0]):
+        if ma.c_type[k] != C_PTCOMP and ma.c_type[k] != C_DIST:
+            return False
+    return True
+
+
+@njit(cache=True)
+def point_springs_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields):
+    """Gradient of the point spring-dampers' share of the virtual power, ``T(L, Ldot) Lv``
+    (``L = |d|``, ``d = x_2 - x_1``, ``e = d / L``, ``Ldot = e . (v_2 - v_1)``, ``Lv = e .
+    (vv_2 - vv_1)`` with the points' virtual velocities ``vv`` from the virtual twists
+    ``Zv``: the force ``T e`` on point 1 and ``-T e`` on point 2 of
+    :func:`workbench.kernels.tree.element_forces`), added.  Linear laws only
+    (:func:`virtual_power_supported`): ``T = k (L - L0) + c Ldot``."""
+    B = _S4x3x3()
+    for s in range(ma.sp_pt.shape[0]):
+        k1 = ma.sp_pt[s, 0]
+        k2 = ma.sp_pt[s, 1]
+        K.point_kinematics_b(ma, p, A, r, Z, Zd, k1, B, 0)
+        K.point_kinematics_b(ma, p, A, r, Z, Zd, k2, B, 1)
+        K.point_kinematics_b(ma, p, A, r, Zv, Zd, k1, B, 2)
+        K.point_kinematics_b(ma, p, A, r, Zv, Zd, k2, B, 3)
+        L = 0.0
+        for j in range(3):
+            L += (B[1, 0, j] - B[0, 0, j]) ** 2
+        L = np.sqrt(L)
+        Ld = 0.0
+        Lv = 0.0
+        for j in range(3):
+            ej = (B[1, 0, j] - B[0, 0, j]) / L
+            Ld += ej * (B[1, 1, j] - B[0, 1, j])
+            Lv += ej * (B[3, 1, j] - B[2, 1, j])
+        fk = ma.sp_k[s]
+        fc = ma.sp_c[s]
+        fL = ma.sp_L0[s]
+        T, TL, TLd, _ = SL.tension(ma.sp_law[s], ma.sp_x[s, 0], ma.sp_x[s, 1], ma.sp_law[s, 2],
+                                   p, fk, fc, fL, L, Ld)
+        Lb = Lv * TL
+        Ldb = Lv * TLd
+        if fields:
+            pb[fk] += Lv * (L - p[fL])
+            pb[fL] -= Lv * p[fk]
+            pb[fc] += Lv * Ld
+        # cotangents of d (B[0, 0]), dd (B[0, 1]) and of the virtual dd (B[0, 2])
+        for j in range(3):
+            ej = (B[1, 0, j] - B[0, 0, j]) / L
+            ddj = B[1, 1, j] - B[0, 1, j]
+            dvj = B[3, 1, j] - B[2, 1, j]
+            B[0, 0, j] = Lb * ej + Ldb * (ddj - Ld * ej) / L + T * (dvj - Lv * ej) / L
+            B[0, 1, j] = Ldb * ej
+            B[0, 2, j] = T * ej
+        for side in range(2):
+            i = k1 if side == 0 else k2
+            sg = -1.0 if side == 0 else 1.0
+            point_kinematics_r(ma, p, A, r, Z, Zd, i, sg * B[0, 0, 0], sg * B[0, 0, 1],
+                               sg * B[0, 0, 2], sg * B[0, 1, 0], sg * B[0, 1, 1],
+                               sg * B[0, 1, 2], 0.0, 0.0, 0.0, thb, rb, Zb, Zdb, pb, fields)
+            point_kinematics_r(ma, p, A, r, Zv, Zd, i, 0.0, 0.0, 0.0, sg * B[0, 2, 0],
+                               sg * B[0, 2, 1], sg * B[0, 2, 2], 0.0, 0.0, 0.0, thb, rb, Zvb,
+                               Zdb, pb, fields)
+
+
+@njit(cache=True)
 def virtual_power_pass(ma, p, z, zd, zdd, v, A, r, u, bcol, Z, Zd, Zv, thb, rb, ub, Zb, Zdb,
-                       Zvb, zb, zdb, zddb, pb, fields=True):
+                       Zvb, zb, zdb, zddb, pb, kap, fields=True):
     """One backward pass of ``v^T tau(z, zd, zdd; p)`` at fixed ``v``, the frame kinematics
     of the state given (``A, r, u, bcol, Z, Zd``): sets ``zb = (dtau/dz)^T v``, ``zdb =
     (dtau/dzd)^T v``, ``zddb = M v`` and (``fields``) ``pb = (dtau/dp)^T v``; without
@@ -436,7 +654,12 @@ def virtual_power_pass(ma, p, z, zd, zdd, v, A, r, u, bcol, Z, Zd, Zv, thb, rb, 
         pb[:] = 0.0
     K.frame_velocities(ma, v, bcol, Zv)
     body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields)
+    point_springs_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields)
     joint_springs_r(ma, p, z, zd, v, zb, zdb, pb)
+    if kap.shape[0] > 0:
+        # a closed loop's dR^Phi term (eq 57): the weights kap = -Theta_z^-T tau (their
+        # constraint part) on Theta(z) v
+        constraints_r(ma, p, A, r, Zv, Zd, kap, 1, thb, rb, Zvb, Zdb, pb, fields)
     frame_kinematics_r(ma, zd, zdd, v, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, zdb, zddb)
     frame_positions_r(ma, A, r, u, thb, rb, ub, zb, pb)
 
@@ -452,7 +675,8 @@ def virtual_power_gradient_r(ma, p, z, zd, zdd, v, zb, zdb, zddb, pb):
     f6 = np.zeros((7, nf, 6))        # bcol, Z, Zd, Zv, Zb, Zdb, Zvb
     K.frame_kinematics(ma, p, z, zd, zdd, A, f3[0], f3[1], f6[0], f6[1], f6[2])
     virtual_power_pass(ma, p, z, zd, zdd, v, A, f3[0], f3[1], f6[0], f6[1], f6[2], f6[3],
-                       f3[2], f3[3], f3[4], f6[4], f6[5], f6[6], zb, zdb, zddb, pb)
+                       f3[2], f3[3], f3[4], f6[4], f6[5], f6[6], zb, zdb, zddb, pb,
+                       np.zeros(0))
 
 
 @njit(cache=True)
@@ -474,71 +698,19 @@ def measures_r(ma, p, A, r, Z, Zd, ms_type, ms_a, ms_c, cm, thb, rb, Zb, Zdb, zb
         if y == 0.0:
             continue
         if typ == MS_POS or typ == MS_VEL or typ == MS_ACC:
-            b = ma.pt_body[i]
-            fld = ma.pt_fld[i]
-            if b < 0:
-                if typ == MS_POS:
-                    pb[fld + c] += y
-                continue
-            f = ma.b_frame[b]
-            o = ma.b_org[b]
-            l0 = p[o] + p[fld]
-            l1 = p[o + 1] + p[fld + 1]
-            l2 = p[o + 2] + p[fld + 2]
-            d0 = A[f, 0, 0] * l0 + A[f, 0, 1] * l1 + A[f, 0, 2] * l2
-            d1 = A[f, 1, 0] * l0 + A[f, 1, 1] * l1 + A[f, 1, 2] * l2
-            d2 = A[f, 2, 0] * l0 + A[f, 2, 1] * l1 + A[f, 2, 2] * l2
-            x0 = r[f, 0] + d0
-            x1 = r[f, 1] + d1
-            x2 = r[f, 2] + d2
-            # the cotangent of the measured component, then that of x
+            # the cotangent of the measured component at its level (x, v or a)
             c0 = y if c == 0 else 0.0
             c1 = y if c == 1 else 0.0
             c2 = y if c == 2 else 0.0
-            w0, w1, w2 = Z[f, 3], Z[f, 4], Z[f, 5]
             if typ == MS_POS:
-                xb0, xb1, xb2 = c0, c1, c2
+                point_kinematics_r(ma, p, A, r, Z, Zd, i, c0, c1, c2, 0.0, 0.0, 0.0, 0.0, 0.0,
+                                   0.0, thb, rb, Zb, Zdb, pb, True)
             elif typ == MS_VEL:
-                # v = v_O + w x x: Zb += [c; x x c], xb = c x w
-                Zb[f, 0] += c0
-                Zb[f, 1] += c1
-                Zb[f, 2] += c2
-                Zb[f, 3] += x1 * c2 - x2 * c1
-                Zb[f, 4] += x2 * c0 - x0 * c2
-                Zb[f, 5] += x0 * c1 - x1 * c0
-                xb0 = c1 * w2 - c2 * w1
-                xb1 = c2 * w0 - c0 * w2
-                xb2 = c0 * w1 - c1 * w0
+                point_kinematics_r(ma, p, A, r, Z, Zd, i, 0.0, 0.0, 0.0, c0, c1, c2, 0.0, 0.0,
+                                   0.0, thb, rb, Zb, Zdb, pb, True)
             else:
-                # a = a_O + alpha x x + w (w . x) - x (w . w)
-                a0, a1, a2 = Zd[f, 3], Zd[f, 4], Zd[f, 5]
-                Zdb[f, 0] += c0
-                Zdb[f, 1] += c1
-                Zdb[f, 2] += c2
-                Zdb[f, 3] += x1 * c2 - x2 * c1
-                Zdb[f, 4] += x2 * c0 - x0 * c2
-                Zdb[f, 5] += x0 * c1 - x1 * c0
-                wx = w0 * x0 + w1 * x1 + w2 * x2
-                wc = w0 * c0 + w1 * c1 + w2 * c2
-                xc = x0 * c0 + x1 * c1 + x2 * c2
-                ww = w0 * w0 + w1 * w1 + w2 * w2
-                Zb[f, 3] += c0 * wx + x0 * wc - 2.0 * w0 * xc
-                Zb[f, 4] += c1 * wx + x1 * wc - 2.0 * w1 * xc
-                Zb[f, 5] += c2 * wx + x2 * wc - 2.0 * w2 * xc
-                xb0 = (c1 * a2 - c2 * a1) + w0 * wc - c0 * ww
-                xb1 = (c2 * a0 - c0 * a2) + w1 * wc - c1 * ww
-                xb2 = (c0 * a1 - c1 * a0) + w2 * wc - c2 * ww
-            # x = r_f + A_f l
-            rb[f, 0] += xb0
-            rb[f, 1] += xb1
-            rb[f, 2] += xb2
-            thb[f, 0] += d1 * xb2 - d2 * xb1
-            thb[f, 1] += d2 * xb0 - d0 * xb2
-            thb[f, 2] += d0 * xb1 - d1 * xb0
-            for j in range(3):
-                s = A[f, 0, j] * xb0 + A[f, 1, j] * xb1 + A[f, 2, j] * xb2
-                pb[o + j] += s
-                pb[fld + j] += s
+                point_kinematics_r(ma, p, A, r, Z, Zd, i, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, c0, c1,
+                                   c2, thb, rb, Zb, Zdb, pb, True)
         elif typ == MS_ANGVEL:
             Zb[ma.b_frame[i], 3 + c] += y
         elif typ == MS_ANGVEL_BODY:

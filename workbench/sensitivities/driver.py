@@ -769,10 +769,11 @@ def _check_reverse(cm, co, method, variant, formulation, family):
                           "reverse-mode step products; choose sr-com or sr-origin")
     if not SV.reverse_supported(cm.arrays, co.ms_type):
         raise OptionError(
-            f"model {cm.name!r}: products='reverse' covers open trees whose DOF are their "
-            "joint coordinates, loaded by gravity, inertia and joint spring-dampers, without "
-            "reaction measures; this model has closures, other DOF, other loads or reaction "
-            "objectives: use products='forward'")
+            f"model {cm.name!r}: products='reverse' covers trees and closed loops whose DOF "
+            "are joint coordinates, closed by point-coincidence or distance rows, loaded by "
+            "gravity, inertia, joint spring-dampers and linear point spring-dampers, without "
+            "reaction measures; this model has other closures, other DOF, other loads or "
+            "reaction objectives: use products='forward'")
 
 
 def _reverse_rows(cm, co, Gm, form, dt, T, Z, ZI, ZDI, ZDDI, SZ0, SV0, GM, C0, W, GRAD, RUN,

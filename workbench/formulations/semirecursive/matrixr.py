@@ -578,26 +578,35 @@ def theta_partitioned(ma, p, ws, PL, tau, mu, S):
         return False
     dep, LU, piv = PL
     m = dep.shape[0]
-    d = ma.dof_type.shape[0]
     S[:, :] = 0.0
     X = AR.take2(_S256(), m, m)
     _inverse(LU, piv, X)
     for i in range(m):
         for c in range(m):
             S[dep[c], i] = X[c, i]
+    partition_solve_transpose(ma, Th, PL, tau, mu)
+    return True
+
+
+@njit(cache=True)
+def partition_solve_transpose(ma, Th, PL, b, x):
+    """``Theta_z^T x = b`` by the factors of :func:`partition_factor` (``x``: m + d):
+    ``Phi_dep^T x[:m] = b_dep``, ``x[m + k] = b_{i_k} - Phi_z[:, i_k] . x[:m]``."""
+    dep, LU, piv = PL
+    m = dep.shape[0]
+    d = ma.dof_type.shape[0]
     e = AR.take1(_S64(), m)
     for c in range(m):
-        e[c] = tau[dep[c]]
+        e[c] = b[dep[c]]
     lu_solve_transpose_factored(LU, piv, e)
     for c in range(m):
-        mu[c] = e[c]
+        x[c] = e[c]
     for k in range(d):
         col = ma.dof_i[k, 0]
-        s = tau[col]
+        s = b[col]
         for r in range(m):
             s -= Th[r, col] * e[r]
-        mu[m + k] = s
-    return True
+        x[m + k] = s
 
 
 @njit(cache=True)

@@ -22,9 +22,17 @@ they contract by 4e-4 to 7e-3 per pass on the shipped and benchmark models
 A row's ``T0`` serves the next rows while the passes keep contracting (``QMAX``,
 ``REUSE``).  Exact: the same discrete adjoint as the Jacobian-based sweep, to rounding.
 
-Scope (:func:`reverse_supported`): open trees whose degrees of freedom are their joint
-coordinates, loaded by gravity, inertia and joint spring-dampers, with any measure but
-reactions.  Other models use the step Jacobians.
+On a closed loop ``r = R^T tau`` with ``R = R^Phi`` (eq 16), and ``z, zd, zdd`` follow
+from ``(Z, V, A)`` through the position, velocity and acceleration problems: the pass is
+taken with ``v = R mu`` and the ``dR^Phi`` term ``-kap^T dTheta(v)`` (``kap = Theta_z^-T
+tau``, eq 57), and :func:`implicit_chain` carries its cotangents of every coordinate to
+the DOF by three solves with ``Theta_z^T`` (the coordinate partition's LU) and three
+passes of the closure rows (:func:`workbench.kernels.cotangents.constraints_r`).
+
+Scope (:func:`reverse_supported`): trees and closed loops whose degrees of freedom are
+joint coordinates (the coordinate partition), with point-coincidence and distance
+closures, loaded by gravity, inertia, joint spring-dampers and linear point
+spring-dampers, with any measure but reactions.  Other models use the step Jacobians.
 """
 
 from __future__ import annotations
@@ -37,9 +45,8 @@ from workbench.formulations.semirecursive.step_jacobians import sparse_columns
 from workbench.kernels import cotangents as CT
 from workbench.kernels import linalg as LA
 from workbench.kernels import tree as K
-from workbench.kernels.layout import DOF_COORD
 from workbench.kernels.measures import MS_COORD, MS_REACTION
-from workbench.kernels.status import OK, ST_MASS
+from workbench.kernels.status import OK, ST_MASS, ST_SINGULAR
 
 #: the largest number of preconditioned passes of one solve with ``T^T`` (each contracts
 #: by ~1e-3: rounding is reached in 5-7)
@@ -58,14 +65,17 @@ REUSE = 16
 
 @njit(cache=True)
 def reverse_supported(ma, ms_type):
-    """True when :func:`adjoint_sweep_reverse` covers the model and the measures: no
-    closure, every DOF a joint coordinate and every coordinate a DOF, loads covered by
-    :func:`workbench.kernels.cotangents.virtual_power_supported`, no reaction measure."""
-    if ma.c_type.shape[0] != 0 or ma.dof_type.shape[0] != _n_coords(ma):
+    """True when :func:`adjoint_sweep_reverse` covers the model and the measures: every
+    DOF a joint coordinate and the other coordinates as many as the closure rows (the
+    coordinate partition of :func:`workbench.formulations.semirecursive.matrixr.partition_setup`),
+    closure rows of :func:`workbench.kernels.cotangents.closures_supported`, loads covered
+    by :func:`workbench.kernels.cotangents.virtual_power_supported`, no reaction
+    measure."""
+    m = ma.c_type.shape[0]
+    if not MR.coordinate_dofs(ma) or m + ma.dof_type.shape[0] != _n_coords(ma):
         return False
-    for k in range(ma.dof_type.shape[0]):
-        if ma.dof_type[k] != DOF_COORD:
-            return False
+    if not CT.closures_supported(ma):
+        return False
     for k in range(ms_type.shape[0]):
         if ms_type[k] == MS_REACTION:
             return False
@@ -85,28 +95,42 @@ def _n_coords(ma):
 def make_vjp_workspace(ma, n, nfield):
     """Work arrays of :func:`residual_products` and :func:`measure_products`: the frame
     kinematics of the row (``MR.make_workspace``), the virtual twists, the frames' and
-    coordinates' cotangents and the field cotangents."""
+    coordinates' cotangents (``zb, zdb, zddb``, a zero ``n``-vector and two discarded
+    ones), the field cotangents and, for closed loops, the row's partition (``R^Phi``, the
+    LU of ``Phi_dep``), the ``dR^Phi`` weights ``kap``, the multipliers ``lam`` and a
+    work vector of ``Theta_z^T`` solves."""
     nf = ma.fr_parent.shape[0]
+    m = ma.c_type.shape[0]
+    d = ma.dof_type.shape[0]
+    PL = (np.zeros(m, dtype=np.int64), np.zeros((m, m)), np.zeros(m, dtype=np.int64))
     return (MR.make_workspace(ma, n), np.zeros((4, nf, 6)), np.zeros((3, nf, 3)),
-            np.zeros((4, n)), np.zeros(nfield))
+            np.zeros((6, n)), np.zeros(nfield),
+            (np.zeros((n, d)), PL, np.zeros(m), np.zeros(m), np.zeros(m + d)))
 
 
 @njit(cache=True)
 def residual_products(ma, p, z, zd, zdd, v, vw, fields=True):
     """One reverse pass of ``v^T tau`` at the row whose frame kinematics ``vw[0]`` holds
-    (:func:`workbench.kernels.cotangents.virtual_power_pass`): ``vw`` receives ``zb =
-    (dtau/dz)^T v``, ``zdb``, ``zddb = M v`` and (``fields``) ``pb = (dtau/dp)^T v``."""
-    ws, f6, f3, vn, pb = vw
+    (:func:`workbench.kernels.cotangents.virtual_power_pass`) with ``v = R^Phi mu``:
+    ``vw`` receives ``zb = (dtau/dz)^T v``, ``zdb``, ``zddb = M v`` and (``fields``) ``pb
+    = (dtau/dp)^T v``; on a closed loop the ``dR^Phi`` term is in ``zb`` and ``pb``, and
+    :func:`implicit_chain` carries them to the DOF (``zb`` at the DOF coordinates = ``K^T
+    mu``, ``zdb`` = ``C^T mu``, ``zddb`` = ``Mbar^T mu``)."""
+    ws, f6, f3, vn, pb, cw = vw
     CT.virtual_power_pass(ma, p, z, zd, zdd, v, ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd,
                           f6[0], f3[0], f3[1], f3[2], f6[1], f6[2], f6[3], vn[0], vn[1],
-                          vn[2], pb, fields)
+                          vn[2], pb, cw[2], fields)
+    if ma.c_type.shape[0] > 0:
+        implicit_chain(ma, p, zd, zdd, vw, fields)
 
 
 @njit(cache=True)
-def measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, vw):
+def measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, frames, vw):
     """One reverse pass of ``sum_k cmv[k] m_k``: ``vw`` receives its gradients with
-    respect to ``z, zd, zdd`` and the fields."""
-    ws, f6, f3, vn, pb = vw
+    respect to ``z, zd, zdd`` and the fields (on a closed loop, carried to the DOF by
+    :func:`implicit_chain`).  ``frames``: some measure reads the frames (not only
+    coordinates and their rates)."""
+    ws, f6, f3, vn, pb, cw = vw
     f6[1:, :, :] = 0.0
     f3[:, :, :] = 0.0
     vn[:, :] = 0.0
@@ -116,17 +140,67 @@ def measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, vw):
     zb, zdb, zddb = vn[0], vn[1], vn[2]
     CT.measures_r(ma, p, ws.A, ws.r, ws.Z, ws.Zd, ms_type, ms_a, ms_c, cmv, thb, rb, Zb, Zdb,
                   zb, zdb, zddb, pb)
-    frames = False
-    for k in range(ms_type.shape[0]):
-        if ms_type[k] < MS_COORD:
-            frames = True
-    if not frames:
-        # coordinates and their rates only: no frame cotangent to carry back
-        return
-    # (no virtual velocity: vn[3] = 0, and the virtual twists' cotangents Zvb are zero)
-    CT.frame_kinematics_r(ma, zd, zdd, vn[3], ws.r, ws.u, ws.bcol, ws.Z, Zb, Zdb, Zvb, rb,
-                          ub, zdb, zddb)
-    CT.frame_positions_r(ma, ws.A, ws.r, ws.u, thb, rb, ub, zb, pb)
+    if frames:
+        # (no virtual velocity: vn[3] = 0, and the virtual twists' cotangents Zvb are zero)
+        CT.frame_kinematics_r(ma, zd, zdd, vn[3], ws.r, ws.u, ws.bcol, ws.Z, Zb, Zdb, Zvb, rb,
+                              ub, zdb, zddb)
+        CT.frame_positions_r(ma, ws.A, ws.r, ws.u, thb, rb, ub, zb, pb)
+    if ma.c_type.shape[0] > 0:
+        implicit_chain(ma, p, zd, zdd, vw, True)
+
+
+@njit(cache=True)
+def _dof_cotangent(ma, Th, PL, g, x, lam):
+    """``Theta_z^T x = g`` (:func:`workbench.formulations.semirecursive.matrixr.partition_solve_transpose`):
+    ``g`` at the DOF coordinates receives the DOF's share ``x[m:]``, ``lam`` the negated
+    constraint multipliers ``-x[:m]`` (the weights of the constraint pass that follows)."""
+    m = lam.shape[0]
+    MR.partition_solve_transpose(ma, Th, PL, g, x)
+    for c in range(m):
+        lam[c] = -x[c]
+    for k in range(ma.dof_type.shape[0]):
+        g[ma.dof_i[k, 0]] = x[m + k]
+
+
+@njit(cache=True)
+def implicit_chain(ma, p, zd, zdd, vw, fields):
+    """Carries the cotangents ``zb, zdb, zddb`` of every coordinate (``vw``) to the DOF
+    through the acceleration, velocity and position problems of a closed loop (seed 001
+    eqs 10-21, the transposes of their implicit derivatives), in reverse order:
+
+    1. ``Theta_z^T l_a = zddb``: ``zddb`` at the DOF := ``l_a[m:]``; the constraint rows
+       ``-l_a[:m]^T c_acc(z, zd, zdd)`` add their cotangents of ``zd`` and the positions;
+    2. ``Theta_z^T l_v = zdb``: ``zdb`` := ``l_v[m:]``; ``-l_v[:m]^T Theta(z) zd`` adds
+       its cotangents of the positions, which give ``zb`` (every position term
+       gathered);
+    3. ``Theta_z^T l_z = zb``: ``zb`` := ``l_z[m:]``; (``fields``) ``-l_z[:m]^T Phi(z;
+       p)`` adds its field cotangents to ``pb``.
+
+    ``Theta_z = [Phi_z; B]`` and its partition's LU are the row's (``vw[5]``)."""
+    ws, f6, f3, vn, pb, cw = vw
+    PL, lam, x = cw[1], cw[3], cw[4]
+    A, r, u, bcol, Z, Zd, Th = ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd, ws.Th
+    Zb, Zdb, Zvb = f6[1], f6[2], f6[3]
+    thb, rb, ub = f3[0], f3[1], f3[2]
+    zb, zdb, zddb, v0, j1, j2 = vn[0], vn[1], vn[2], vn[3], vn[4], vn[5]
+    f6[1:, :, :] = 0.0
+    f3[:, :, :] = 0.0
+    # 1. accelerations
+    _dof_cotangent(ma, Th, PL, zddb, x, lam)
+    CT.constraints_r(ma, p, A, r, Z, Zd, lam, 2, thb, rb, Zb, Zdb, pb, fields)
+    CT.frame_kinematics_r(ma, zd, zdd, v0, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, zdb, j2)
+    # 2. velocities (the position cotangents of both levels gathered in thb, rb, ub)
+    _dof_cotangent(ma, Th, PL, zdb, x, lam)
+    f6[1:, :, :] = 0.0
+    CT.constraints_r(ma, p, A, r, Z, Zd, lam, 1, thb, rb, Zb, Zdb, pb, fields)
+    CT.frame_kinematics_r(ma, zd, zdd, v0, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, j1, j2)
+    CT.frame_positions_r(ma, A, r, u, thb, rb, ub, zb, pb)
+    # 3. positions
+    _dof_cotangent(ma, Th, PL, zb, x, lam)
+    if fields:
+        f3[:, :, :] = 0.0
+        CT.constraints_r(ma, p, A, r, Z, Zd, lam, 0, thb, rb, Zb, Zdb, pb, True)
+        CT.frame_positions_r(ma, A, r, u, thb, rb, ub, j1, pb)
 
 
 @njit(cache=True)
@@ -160,13 +234,28 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
     for k in range(d):
         dof[k] = ma.dof_i[k, 0]
     gsp = sparse_columns(Gm, np.ones(npar, dtype=np.int64))
+    m = ma.c_type.shape[0]
     vw = make_vjp_workspace(ma, n, nfield)
     ws, vn = vw[0], vw[3]
     zb, zdb, zddb = vn[0], vn[1], vn[2]
     pb = vw[4]
+    Rphi, PL, kap, x = vw[5][0], vw[5][1], vw[5][2], vw[5][4]
+    if m > 0 and not MR.partition_setup(ma, n, PL[0]):
+        return ST_SINGULAR, N - 1
+    # some measure reads the frames (not only coordinates and their rates)
+    frames = False
+    for k in range(nm):
+        if ms_type[k] < MS_COORD:
+            frames = True
     zd = np.zeros(n)
     zdd = np.zeros(n)
+    zddp = np.zeros(n)
+    tau = np.zeros(n)
+    zi = np.zeros(d)
+    zdi = np.zeros(d)
+    ai = np.zeros(d)
     v = np.zeros(n)
+    Y = np.zeros((n, d))
     Md = np.zeros((n, n))
     Kd = np.zeros((n, n))
     Cd = np.zeros((n, n))
@@ -189,9 +278,27 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
         cv = 0.0 if first else 0.5 * h
         t = TT[nstep]
         z = ZZ[nstep]
-        for k in range(d):
-            zd[dof[k]] = ZDI[nstep, k]
-            zdd[dof[k]] = AA[nstep, k]
+        if m == 0:
+            for k in range(d):
+                zd[dof[k]] = ZDI[nstep, k]
+                zdd[dof[k]] = AA[nstep, k]
+        else:
+            # a closed loop: the row's partition, R^Phi, the velocities and accelerations
+            # of every coordinate, and kap = -(Theta_z^-T tau)[:m], the weights of the
+            # dR^Phi term
+            for k in range(d):
+                zi[k] = ZI[nstep, k]
+                zdi[k] = ZDI[nstep, k]
+                ai[k] = AA[nstep, k]
+            K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
+            if not MR.factor_r_lu(ma, p, Rphi, ws, PL):
+                return ST_SINGULAR, nstep
+            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddp, ws, PL)
+            MR.full_accelerations(zddp, Rphi, ai, zdd)
+            MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+            MR.partition_solve_transpose(ma, ws.Th, PL, tau, x)
+            for c in range(m):
+                kap[c] = -x[c]
         K.frame_kinematics(ma, p, z, zd, zdd, ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
         # the preconditioner T0 = R^T (M + cv Cd + cz Kd) R, factorised transposed; kept
         # for the next rows while the passes contract by QMAX or better (the mass matrix
@@ -200,10 +307,25 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
         if since < 0 or first or qrow > QMAX or since >= REUSE:
             K.mass_matrix_origin(ma, p, ws.A, ws.r, ws.bcol, n, Md)
             MR.force_jacobians(ma, p, t, z, zd, ws, n, Kd, Cd)
-            for i in range(d):
-                for j in range(d):
-                    a, c_ = dof[j], dof[i]
-                    T0t[i, j] = Md[a, c_] + cv * Cd[a, c_] + cz * Kd[a, c_]
+            if m == 0:
+                for i in range(d):
+                    for j in range(d):
+                        a, c_ = dof[j], dof[i]
+                        T0t[i, j] = Md[a, c_] + cv * Cd[a, c_] + cz * Kd[a, c_]
+            else:
+                # T0^T = R^T X^T R, X = M + cv Cd + cz Kd
+                for a in range(n):
+                    for j in range(d):
+                        sy = 0.0
+                        for c_ in range(n):
+                            sy += (Md[c_, a] + cv * Cd[c_, a] + cz * Kd[c_, a]) * Rphi[c_, j]
+                        Y[a, j] = sy
+                for i in range(d):
+                    for j in range(d):
+                        sy = 0.0
+                        for a in range(n):
+                            sy += Rphi[a, i] * Y[a, j]
+                        T0t[i, j] = sy
             if not LA.lu_factor_small(T0t, LU, piv):
                 return ST_MASS, nstep
             since = 0
@@ -218,7 +340,7 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
                 if cmv[k] != 0.0:
                     anyc = True
             if anyc:
-                measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, vw)
+                measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, frames, vw)
                 npass += 1
                 for k in range(d):
                     lZ[k, j] += zb[dof[k]]
@@ -242,8 +364,15 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
             prev = np.inf
             last = bn == 0.0
             for it in range(MAX_PASSES):
-                for k in range(d):
-                    v[dof[k]] = mu[k]
+                if m == 0:
+                    for k in range(d):
+                        v[dof[k]] = mu[k]
+                else:
+                    for a in range(n):
+                        sy = 0.0
+                        for k in range(d):
+                            sy += Rphi[a, k] * mu[k]
+                        v[a] = sy
                 # the field terms only in the last pass (its products are the solution's)
                 residual_products(ma, p, z, zd, zdd, v, vw, last or it == MAX_PASSES - 1)
                 npass += 1
