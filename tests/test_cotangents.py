@@ -302,6 +302,30 @@ def test_reverse_products_in_checkpointed_segments_equal_full_storage():
     np.testing.assert_allclose(seg.gradient, full.gradient, rtol=1e-13, atol=0)
 
 
+def test_auto_products_take_reverse_where_the_dof_are_many_per_objective():
+    """``products="auto"`` (the default): reverse on an open chain with 10 DOF and one
+    objective (>= 6 per objective), forward on the chain with 5, on the five-bar (2 DOF,
+    closures) and on the direct method; the same gradient as the explicit choice."""
+    def run(model, objectives, names, **kw):
+        return sensitivity(model, objectives=objectives, parameters=names, t_end=0.02,
+                           dt=1e-3, threads=1, **kw)
+
+    c10 = open_chain(10).compile()
+    auto = run(c10, [chain_objective(10)], ["m0", "m9"], method="adjoint")
+    assert auto.timings["products"] == "reverse"
+    fwd = run(c10, [chain_objective(10)], ["m0", "m9"], method="adjoint", products="forward")
+    # the same discrete adjoint (1e-11 as in the comparisons above)
+    np.testing.assert_allclose(auto.gradient, fwd.gradient, rtol=0,
+                               atol=1e-11 * np.abs(fwd.gradient).max())
+    c5 = open_chain(5).compile()
+    assert run(c5, [chain_objective(5)], ["m0"], method="adjoint").timings["products"] == \
+        "forward"
+    assert run(c10, [chain_objective(10)], ["m0"], method="direct").timings.get(
+        "products", "forward") == "forward"
+    five = sensitivity("five-bar", method="adjoint", t_end=0.01, threads=1)
+    assert five.timings["products"] == "forward"
+
+
 def test_reverse_products_refuse_what_they_do_not_cover():
     with pytest.raises(OptionError, match="buggy-dlc.*products='forward'"):
         sensitivity("buggy-dlc", method="adjoint", products="reverse", t_end=0.045)

@@ -527,10 +527,13 @@ def _add_sensitivity(sub):
     p.add_argument("--threads", type=int, default=None,
                    help="threads of the step Jacobians (default: numba's, the cores); "
                         "the gradient does not depend on it")
-    p.add_argument("--products", default="forward", choices=("forward", "reverse"),
-                   help="discrete adjoint: step Jacobians by forward tangents (default) or "
-                        "reverse-mode step products without Jacobians (open trees whose "
-                        "DOF are joint coordinates, gravity and joint spring-dampers)")
+    p.add_argument("--products", default="auto", choices=("auto", "forward", "reverse"),
+                   help="discrete adjoint: step Jacobians by forward tangents, or "
+                        "reverse-mode step products without Jacobians (trees and closed "
+                        "loops with joint-coordinate DOF, point-coincidence and distance "
+                        "closures, gravity, joint and linear point spring-dampers); auto "
+                        "(default): reverse where covered and the DOF are many per "
+                        "objective")
     p.add_argument("--params", default=None, metavar="P1,P2,...",
                    help="parameters (default: the model's design_parameters)")
     p.add_argument("--out", default=None, metavar="FILE.csv",

@@ -443,7 +443,7 @@ def _chain_rows(n, T, h, repeat, jax_mod, echo) -> tuple[list, dict]:
     obj = [chain_objective(n)]
     kw = dict(objectives=obj, parameters=d.names, t_end=N * h, dt=h, threads=1)
     fwd = lambda: simulate(cm, N * h, h)                                   # noqa: E731
-    grad = lambda: sensitivity(cm, method="adjoint", **kw)                 # noqa: E731
+    grad = lambda: sensitivity(cm, method="adjoint", products="forward", **kw)  # noqa: E731
     # the same adjoint without step Jacobians (reverse-mode step products, issue 29 item 1)
     grad_rev = lambda: sensitivity(cm, method="adjoint", products="reverse", **kw)  # noqa: E731
     sim, res, res_rev = fwd(), grad(), grad_rev()                          # warm-up
@@ -529,7 +529,8 @@ def _pin_rows(n, T, h, repeat, pin, echo) -> list:
     kw = dict(objectives=[chain_objective(n)], parameters=d.names, t_end=N * h, dt=h,
               threads=1)
     sim = simulate(cm, N * h, h, keep_states=True)
-    sweep = lambda: sensitivity(cm, method="adjoint", simulation=sim, **kw)  # noqa: E731
+    sweep = lambda: sensitivity(cm, method="adjoint", simulation=sim,  # noqa: E731
+                                products="forward", **kw)
     sweep()
     case = f"open chain n = {n}, p = {3 * n}, {N} steps"
     fns = {"wb": sweep}

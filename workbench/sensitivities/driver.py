@@ -108,7 +108,15 @@ METHODS = ("direct", "adjoint", "fd")
 VARIANTS = ("discrete", "continuous")
 #: how the discrete adjoint takes its step products ``K^T mu, C^T mu, P^T mu`` (see
 #: :func:`sensitivity`)
-PRODUCTS = ("forward", "reverse")
+PRODUCTS = ("auto", "forward", "reverse")
+#: ``products="auto"`` takes the reverse products (where they cover the model) when it has
+#: at least this many DOF per objective, twice as many with closure equations: one reverse
+#: pass costs about one forward state direction on the open chains and about three on the
+#: closed chain (its constraint passes), a solve takes ~6 passes per objective against
+#: ``2d`` directions per row shared by the objectives (``docs/performance.md``, session 24:
+#: open chains d = 5 about equal, d = 10 and 20 reverse 1.8x and 2.8x faster; closed chain
+#: d = 9 with two objectives and the five-bar d = 2 with three, forward 1.5x and 4x faster)
+AUTO_DOF_PER_OBJECTIVE = 6
 FD_REL_STEP = 1e-5
 #: full-storage adjoint above this size (MB) switches to checkpointing
 MEMORY_LIMIT_MB = 512.0
@@ -279,7 +287,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                 variant: str = "discrete", formulation: str = "sr-com", t_end=None, dt=None,
                 fd_step: float = FD_REL_STEP, simulation=None, checkpoint_steps=None,
                 memory_limit_mb: float = MEMORY_LIMIT_MB,
-                threads: int | None = None, products: str = "forward") -> SensitivityResult:
+                threads: int | None = None, products: str = "auto") -> SensitivityResult:
     """Objectives ``psi = int g dt`` and their gradient with respect to parameters.
 
     Parameters
@@ -320,16 +328,20 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
         independent from step to step; the recursions themselves are sequential).
         Default: ``numba.get_num_threads()`` (the machine's cores unless
         ``NUMBA_NUM_THREADS`` says otherwise).  The gradient does not depend on it.
-    products : {"forward", "reverse"}
+    products : {"auto", "forward", "reverse"}
         Discrete adjoint only: ``"forward"`` forms the step Jacobians by forward tangent
         directions (``2d`` state directions per step plus one per geometric parameter);
         ``"reverse"`` forms none: one reverse-mode pass per objective gives the step
         products and the transposed solve with ``T`` takes a few passes preconditioned by
         the simulation's iteration matrix
         (:mod:`workbench.formulations.semirecursive.step_vjp`).  The same gradient to
-        rounding.  ``"reverse"`` covers open trees whose DOF are their joint coordinates,
-        loaded by gravity, inertia and joint spring-dampers, without reaction measures
-        (OptionError otherwise); it runs on one thread.
+        rounding.  ``"reverse"`` covers trees and closed loops whose DOF are joint
+        coordinates, closed by point-coincidence or distance rows, loaded by gravity,
+        inertia, joint and linear point spring-dampers, without reaction measures
+        (OptionError otherwise); it runs on one thread.  ``"auto"`` (default): reverse in
+        the semi-recursive formulations where it covers the model and the model has at
+        least :data:`AUTO_DOF_PER_OBJECTIVE` DOF per objective (twice as many with
+        closures), else forward; ``result.timings["products"]`` says which ran.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
@@ -390,7 +402,9 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
                 "revolute) or use method='fd'")
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
-    if products == "reverse":
+    if products == "auto":
+        products = _auto_products(cm, co, method, variant, family)
+    elif products == "reverse":
         _check_reverse(cm, co, method, variant, formulation, family)
     fm = get_formulation(formulation)
     if checkpoint_steps is not None and not fm.checkpointing:
@@ -774,6 +788,16 @@ def _check_reverse(cm, co, method, variant, formulation, family):
             "gravity, inertia, joint spring-dampers and linear point spring-dampers, without "
             "reaction measures; this model has other closures, other DOF, other loads or "
             "reaction objectives: use products='forward'")
+
+
+def _auto_products(cm, co, method, variant, family) -> str:
+    """The products ``products="auto"`` takes (:data:`AUTO_DOF_PER_OBJECTIVE`)."""
+    if method != "adjoint" or variant != "discrete" or family != "semirecursive":
+        return "forward"
+    if not SV.reverse_supported(cm.arrays, co.ms_type):
+        return "forward"
+    per = AUTO_DOF_PER_OBJECTIVE * (2 if cm.arrays.c_type.shape[0] else 1)
+    return "reverse" if cm.d >= per * len(co.names) else "forward"
 
 
 def _reverse_rows(cm, co, Gm, form, dt, T, Z, ZI, ZDI, ZDDI, SZ0, SV0, GM, C0, W, GRAD, RUN,

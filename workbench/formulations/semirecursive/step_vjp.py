@@ -43,6 +43,7 @@ from numba import njit
 from workbench.formulations.semirecursive import matrixr as MR
 from workbench.formulations.semirecursive.step_jacobians import sparse_columns
 from workbench.kernels import cotangents as CT
+from workbench.kernels import layout as AR
 from workbench.kernels import linalg as LA
 from workbench.kernels import tree as K
 from workbench.kernels.measures import MS_COORD, MS_REACTION
@@ -230,12 +231,24 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
     no = GM.shape[2]
     npar = Gm.shape[1]
     nfield = p.shape[0]
-    dof = np.empty(d, dtype=np.int64)
-    for k in range(d):
-        dof[k] = ma.dof_i[k, 0]
-    gsp = sparse_columns(Gm, np.ones(npar, dtype=np.int64))
     m = ma.c_type.shape[0]
-    vw = make_vjp_workspace(ma, n, nfield)
+    dof0 = np.empty(d, dtype=np.int64)
+    for k in range(d):
+        dof0[k] = ma.dof_i[k, 0]
+    # the work arrays, then views of them and of the arguments without reference counts
+    # (their owners outlive the loop): the kernels that receive them make no atomic
+    # increments (layout.borrowed)
+    own = (make_vjp_workspace(ma, n, nfield), sparse_columns(Gm, np.ones(npar, dtype=np.int64)),
+           dof0, np.zeros((5, n)), np.zeros((6, d)), np.zeros((4, n, n)),
+           np.zeros((2, d, d)), np.zeros(d, dtype=np.int64), np.zeros(nm), np.zeros(npar))
+    vw, gsp, dof, vecn, vecd, matn, matd, piv, cmv, gq = AR.borrow(own)
+    p, TT, ZZ, ZI, ZDI, AA, Gm, SZ0, SV0, GM, C0, W, GRAD, RUN = AR.borrow(
+        (p, TT, ZZ, ZI, ZDI, AA, Gm, SZ0, SV0, GM, C0, W, GRAD, RUN))
+    ms_type, ms_a, ms_c, carry, passes = AR.borrow((ms_type, ms_a, ms_c, carry, passes))
+    zd, zdd, zddp, tau, v = vecn[0], vecn[1], vecn[2], vecn[3], vecn[4]
+    zi, zdi, ai, b, mu, dl = vecd[0], vecd[1], vecd[2], vecd[3], vecd[4], vecd[5]
+    Md, Kd, Cd, Xt = matn[0], matn[1], matn[2], matn[3]
+    T0t, LU = matd[0], matd[1]
     ws, vn = vw[0], vw[3]
     zb, zdb, zddb = vn[0], vn[1], vn[2]
     pb = vw[4]
@@ -247,26 +260,6 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
     for k in range(nm):
         if ms_type[k] < MS_COORD:
             frames = True
-    zd = np.zeros(n)
-    zdd = np.zeros(n)
-    zddp = np.zeros(n)
-    tau = np.zeros(n)
-    zi = np.zeros(d)
-    zdi = np.zeros(d)
-    ai = np.zeros(d)
-    v = np.zeros(n)
-    Y = np.zeros((n, d))
-    Md = np.zeros((n, n))
-    Kd = np.zeros((n, n))
-    Cd = np.zeros((n, n))
-    T0t = np.zeros((d, d))
-    LU = np.zeros((d, d))
-    piv = np.zeros(d, dtype=np.int64)
-    cmv = np.zeros(nm)
-    b = np.zeros(d)
-    mu = np.zeros(d)
-    dl = np.zeros(d)
-    gq = np.zeros(npar)
     # the contraction per pass last seen (a solve's first correction has no ratio yet)
     qrow = 1e-2
     # rows since T0 was factorised (-1: none yet)
@@ -315,17 +308,9 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
             else:
                 # T0^T = R^T X^T R, X = M + cv Cd + cz Kd
                 for a in range(n):
-                    for j in range(d):
-                        sy = 0.0
-                        for c_ in range(n):
-                            sy += (Md[c_, a] + cv * Cd[c_, a] + cz * Kd[c_, a]) * Rphi[c_, j]
-                        Y[a, j] = sy
-                for i in range(d):
-                    for j in range(d):
-                        sy = 0.0
-                        for a in range(n):
-                            sy += Rphi[a, i] * Y[a, j]
-                        T0t[i, j] = sy
+                    for c_ in range(n):
+                        Xt[a, c_] = Md[c_, a] + cv * Cd[c_, a] + cz * Kd[c_, a]
+                LA.projected_matrix(Rphi, Xt, T0t)
             if not LA.lu_factor_small(T0t, LU, piv):
                 return ST_MASS, nstep
             since = 0
@@ -424,4 +409,5 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
                     lA[k, j] = 0.25 * h * h * a_ + 0.5 * h * b_
         passes[nstep] = npass
         RUN[nstep] = GRAD
+    AR.keepalive(own)
     return OK, 0
