@@ -17,7 +17,6 @@ from workbench.formulations.semirecursive import step_jacobians as S
 from workbench.formulations.semirecursive import step_vjp as SV
 from workbench.integrators.simulation import simulate
 from workbench.kernels import cotangents as CT
-from workbench.kernels import tree as K
 from workbench.model import catalog
 from workbench.model.elements import GROUND
 from workbench.sensitivities.driver import sensitivity
@@ -133,18 +132,17 @@ def test_closed_loop_products_give_the_transposed_step_jacobians(case):
                           kinematic_parameters(cm, Gm), np.zeros(nfield, dtype=np.int64), e, e,
                           e, Jr, Mb, np.zeros((0, 3 * d + nfield)), np.zeros(0), R, zd, zdd)
     assert st == MR.OK
-    # the sweep's row: the partition, R^Phi, and kap = -(Theta_z^-T tau)[:m]
+    # the sweep's row: the partition, R^Phi, the full rates and accelerations, and kap =
+    # -(Theta_z^-T tau)[:m]; the same kernels as the step Jacobians', so the same numbers
     vw = SV.make_vjp_workspace(ma, n, nfield)
-    ws, (Rphi, PL, kap, x) = vw[0], vw[5][:3] + vw[5][4:]
+    Rphi, PL = vw[5][0], vw[5][1]
     assert MR.partition_setup(ma, n, PL[0])
-    K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
-    assert MR.factor_r_lu(ma, p, Rphi, ws, PL)
-    tau = np.zeros(n)
-    MR.residual_tau(ma, p, t, z, zd, zdd, ws, MR.FORM_ORIGIN, tau)
-    MR.partition_solve_transpose(ma, ws.Th, PL, tau, x)
-    kap[:] = -x[:m]
-    K.frame_kinematics(ma, p, z, zd, zdd, ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
+    zd2, zdd2 = np.zeros(n), np.zeros(n)
+    assert SV.closed_loop_row(ma, p, MR.FORM_ORIGIN, t, z, zi, zdi, a, zd2, zdd2, np.zeros(n),
+                              np.zeros(n), vw)
     np.testing.assert_allclose(Rphi, R, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(zd2, zd, rtol=0, atol=1e-14 * np.abs(zd).max())
+    np.testing.assert_allclose(zdd2, zdd, rtol=0, atol=1e-14 * np.abs(zdd).max())
     mu = np.random.default_rng(4).normal(size=d)
     SV.residual_products(ma, p, z, zd, zdd, Rphi @ mu, vw, True)
     zb, zdb, zddb = vw[3][0], vw[3][1], vw[3][2]

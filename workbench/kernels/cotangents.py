@@ -262,6 +262,25 @@ def frame_kinematics_r(ma, zd, zdd, v, r, u, bcol, Z, Zb, Zdb, Zvb, rb, ub, zdb,
             zddb[c] += q2b
 
 
+@njit(cache=True, inline="always")
+def body_point_r(A, f, o, fld, d0, d1, d2, xb0, xb1, xb2, thb, rb, pb, fields):
+    """Transpose of the tangent of a body point ``x = r_f + A_f l`` (``l`` = the body's
+    origin offset at ``o`` plus the point's fields at ``fld``, ``d = A_f l``): from the
+    cotangent ``xb`` adds ``rb_f += xb``, ``thb_f += d x xb`` and (``fields``) ``A_f^T xb``
+    to both field triples."""
+    rb[f, 0] += xb0
+    rb[f, 1] += xb1
+    rb[f, 2] += xb2
+    thb[f, 0] += d1 * xb2 - d2 * xb1
+    thb[f, 1] += d2 * xb0 - d0 * xb2
+    thb[f, 2] += d0 * xb1 - d1 * xb0
+    if fields:
+        for j in range(3):
+            s = A[f, 0, j] * xb0 + A[f, 1, j] * xb1 + A[f, 2, j] * xb2
+            pb[o + j] += s
+            pb[fld + j] += s
+
+
 @njit(cache=True)
 def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fields=True):
     """Gradient of the bodies' share of the virtual power, ``sum_b m (a_g - g_vec) . v_g
@@ -346,18 +365,8 @@ def body_virtual_power_r(ma, p, A, r, Z, Zd, Zv, thb, rb, Zb, Zdb, Zvb, pb, fiel
         if fields:
             # d/d m
             pb[ma.b_mass[b]] += c0 * vg0 + c1 * vg1 + c2 * vg2
-        # g = r_f + A_f l: rb += gb, thb += (g - r_f) x gb, the offset and centre-of-mass
-        # fields += A^T gb
-        rb[f, 0] += gb0
-        rb[f, 1] += gb1
-        rb[f, 2] += gb2
-        thb[f, 0] += d1 * gb2 - d2 * gb1
-        thb[f, 1] += d2 * gb0 - d0 * gb2
-        thb[f, 2] += d0 * gb1 - d1 * gb0
-        for i in range(3 if fields else 0):
-            s = A[f, 0, i] * gb0 + A[f, 1, i] * gb1 + A[f, 2, i] * gb2
-            pb[o + i] += s
-            pb[fc + i] += s
+        # g = r_f + A_f l: the offset and centre-of-mass fields
+        body_point_r(A, f, o, fc, d0, d1, d2, gb0, gb1, gb2, thb, rb, pb, fields)
         # d/d J_G = omega_v alpha^T + (omega_v x w) w^T (as a general matrix Jb)
         for i in range(3):
             wvi = wv0 if i == 0 else (wv1 if i == 1 else wv2)
@@ -470,18 +479,7 @@ def point_kinematics_r(ma, p, A, r, T, Td, i, xb0, xb1, xb2, vb0, vb1, vb2, ab0,
         xb0 += (ab1 * a2 - ab2 * a1) + w0 * wc - ab0 * ww
         xb1 += (ab2 * a0 - ab0 * a2) + w1 * wc - ab1 * ww
         xb2 += (ab0 * a1 - ab1 * a0) + w2 * wc - ab2 * ww
-    # x = r_f + A_f l
-    rb[f, 0] += xb0
-    rb[f, 1] += xb1
-    rb[f, 2] += xb2
-    thb[f, 0] += d1 * xb2 - d2 * xb1
-    thb[f, 1] += d2 * xb0 - d0 * xb2
-    thb[f, 2] += d0 * xb1 - d1 * xb0
-    if fields:
-        for j in range(3):
-            s = A[f, 0, j] * xb0 + A[f, 1, j] * xb1 + A[f, 2, j] * xb2
-            pb[o + j] += s
-            pb[fld + j] += s
+    body_point_r(A, f, o, fld, d0, d1, d2, xb0, xb1, xb2, thb, rb, pb, fields)
 
 
 @njit(cache=True)

@@ -403,7 +403,7 @@ def sensitivity(model, objectives=None, parameters=None, method: str = "adjoint"
     if method == "fd":
         return _finite_differences(cm, co, names, units, formulation, t_end, dt, fd_step)
     if products == "auto":
-        products = _auto_products(cm, co, method, variant, family)
+        products = _auto_products(cm, co, method, variant, formulation, family)
     elif products == "reverse":
         _check_reverse(cm, co, method, variant, formulation, family)
     fm = get_formulation(formulation)
@@ -773,28 +773,35 @@ def _adjoint_checkpointed(cm, co, names, Gm, units, formulation, form, t_end, dt
         simulation=None)
 
 
+def _reverse_refusal(cm, co, method, variant, formulation, family) -> str | None:
+    """Why ``products="reverse"`` is not possible here, or None."""
+    if method != "adjoint" or variant != "discrete":
+        return (f"products='reverse' is the discrete adjoint's (method='adjoint', "
+                f"variant='discrete'), not method={method!r}, variant={variant!r}")
+    if family not in ("semirecursive", "rcr"):
+        return (f"products='reverse': formulation {formulation!r} has no reverse-mode step "
+                "products; choose sr-com or sr-origin")
+    if not SV.reverse_supported(cm.arrays, co.ms_type):
+        return (f"model {cm.name!r}: products='reverse' covers trees and closed loops whose "
+                "DOF are joint coordinates, closed by point-coincidence or distance rows, "
+                "loaded by gravity, inertia, joint spring-dampers and linear point "
+                "spring-dampers, without reaction measures; this model has other closures, "
+                "other DOF, other loads or reaction objectives: use products='forward'")
+    return None
+
+
 def _check_reverse(cm, co, method, variant, formulation, family):
     """``products="reverse"`` is possible here, else OptionError saying why."""
-    if method != "adjoint" or variant != "discrete":
-        raise OptionError(f"products='reverse' is the discrete adjoint's (method='adjoint', "
-                          f"variant='discrete'), not method={method!r}, variant={variant!r}")
-    if family not in ("semirecursive", "rcr"):
-        raise OptionError(f"products='reverse': formulation {formulation!r} has no "
-                          "reverse-mode step products; choose sr-com or sr-origin")
-    if not SV.reverse_supported(cm.arrays, co.ms_type):
-        raise OptionError(
-            f"model {cm.name!r}: products='reverse' covers trees and closed loops whose DOF "
-            "are joint coordinates, closed by point-coincidence or distance rows, loaded by "
-            "gravity, inertia, joint spring-dampers and linear point spring-dampers, without "
-            "reaction measures; this model has other closures, other DOF, other loads or "
-            "reaction objectives: use products='forward'")
+    why = _reverse_refusal(cm, co, method, variant, formulation, family)
+    if why is not None:
+        raise OptionError(why)
 
 
-def _auto_products(cm, co, method, variant, family) -> str:
-    """The products ``products="auto"`` takes (:data:`AUTO_DOF_PER_OBJECTIVE`)."""
-    if method != "adjoint" or variant != "discrete" or family != "semirecursive":
-        return "forward"
-    if not SV.reverse_supported(cm.arrays, co.ms_type):
+def _auto_products(cm, co, method, variant, formulation, family) -> str:
+    """The products ``products="auto"`` takes (:data:`AUTO_DOF_PER_OBJECTIVE`; the
+    semi-recursive formulations only)."""
+    if family != "semirecursive" or _reverse_refusal(cm, co, method, variant, formulation,
+                                                     family) is not None:
         return "forward"
     per = AUTO_DOF_PER_OBJECTIVE * (2 if cm.arrays.c_type.shape[0] else 1)
     return "reverse" if cm.d >= per * len(co.names) else "forward"

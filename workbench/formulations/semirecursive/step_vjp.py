@@ -151,6 +151,29 @@ def measure_products(ma, p, z, zd, zdd, ms_type, ms_a, ms_c, cmv, frames, vw):
 
 
 @njit(cache=True)
+def closed_loop_row(ma, p, form, t, z, zi, zdi, ai, zd, zdd, zddp, tau, vw):
+    """The state of a closed loop's stored row ``(t, z, z^i, zd^i, zdd^i)`` in ``vw``: the
+    frame kinematics, ``Theta_z`` and its partition's LU, ``R^Phi``, the rates ``zd`` and
+    accelerations ``zdd`` of every coordinate (``zddp``: the particular ones), ``tau``
+    and the weights of the ``dR^Phi`` term ``kap = -(Theta_z^-T tau)[:m]``.  False when
+    ``Phi_dep`` is singular there.  (The partition's dependent coordinates are set once,
+    :func:`workbench.formulations.semirecursive.matrixr.partition_setup`.)"""
+    ws, cw = vw[0], vw[5]
+    Rphi, PL, kap, x = cw[0], cw[1], cw[2], cw[4]
+    K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
+    if not MR.factor_r_lu(ma, p, Rphi, ws, PL):
+        return False
+    MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddp, ws, PL)
+    MR.full_accelerations(zddp, Rphi, ai, zdd)
+    # (the frame velocities and accelerations of the full state are left in ws by it)
+    MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
+    MR.partition_solve_transpose(ma, ws.Th, PL, tau, x)
+    for c in range(kap.shape[0]):
+        kap[c] = -x[c]
+    return True
+
+
+@njit(cache=True)
 def _dof_cotangent(ma, Th, PL, g, x, lam):
     """``Theta_z^T x = g`` (:func:`workbench.formulations.semirecursive.matrixr.partition_solve_transpose`):
     ``g`` at the DOF coordinates receives the DOF's share ``x[m:]``, ``lam`` the negated
@@ -252,7 +275,7 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
     ws, vn = vw[0], vw[3]
     zb, zdb, zddb = vn[0], vn[1], vn[2]
     pb = vw[4]
-    Rphi, PL, kap, x = vw[5][0], vw[5][1], vw[5][2], vw[5][4]
+    Rphi, PL = vw[5][0], vw[5][1]
     if m > 0 and not MR.partition_setup(ma, n, PL[0]):
         return ST_SINGULAR, N - 1
     # some measure reads the frames (not only coordinates and their rates)
@@ -275,24 +298,14 @@ def adjoint_sweep_reverse(ma, p, form, h, TT, ZZ, ZI, ZDI, AA, Gm, ms_type, ms_a
             for k in range(d):
                 zd[dof[k]] = ZDI[nstep, k]
                 zdd[dof[k]] = AA[nstep, k]
+            K.frame_kinematics(ma, p, z, zd, zdd, ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
         else:
-            # a closed loop: the row's partition, R^Phi, the velocities and accelerations
-            # of every coordinate, and kap = -(Theta_z^-T tau)[:m], the weights of the
-            # dR^Phi term
             for k in range(d):
                 zi[k] = ZI[nstep, k]
                 zdi[k] = ZDI[nstep, k]
                 ai[k] = AA[nstep, k]
-            K.frame_positions(ma, p, z, ws.A, ws.r, ws.u)
-            if not MR.factor_r_lu(ma, p, Rphi, ws, PL):
+            if not closed_loop_row(ma, p, form, t, z, zi, zdi, ai, zd, zdd, zddp, tau, vw):
                 return ST_SINGULAR, nstep
-            MR.velocity_acceleration(ma, p, t, zi, zdi, z, zd, zddp, ws, PL)
-            MR.full_accelerations(zddp, Rphi, ai, zdd)
-            MR.residual_tau(ma, p, t, z, zd, zdd, ws, form, tau)
-            MR.partition_solve_transpose(ma, ws.Th, PL, tau, x)
-            for c in range(m):
-                kap[c] = -x[c]
-        K.frame_kinematics(ma, p, z, zd, zdd, ws.A, ws.r, ws.u, ws.bcol, ws.Z, ws.Zd)
         # the preconditioner T0 = R^T (M + cv Cd + cz Kd) R, factorised transposed; kept
         # for the next rows while the passes contract by QMAX or better (the mass matrix
         # moves little from row to row), at most REUSE rows, and formed again at the
